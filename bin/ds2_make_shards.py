@@ -1,0 +1,41 @@
+"""Write a manifest as TFRecord shards (int16 PCM, text, label ids) plus an index.
+
+    ds2-make-shards --manifest data/tiny/train.jsonl --vocab data/tiny/vocab.txt \
+        --out data/tiny/shards/train --num_shards 4
+"""
+
+import sys
+
+from absl import app, flags
+
+from deepspeech2.data.shards import ShardConfig, make_shards
+from deepspeech2.vocab import Vocabulary
+
+flags.DEFINE_string("manifest", None, "Manifest (JSON lines) to shard.")
+flags.DEFINE_string("vocab", None, "Vocabulary file from ds2-build-vocab.")
+flags.DEFINE_string("out", None, "Output folder for shards and index.json.")
+flags.DEFINE_integer("num_shards", 8, "Number of shard files (>= number of training workers).")
+flags.DEFINE_integer("num_workers", 4, "Audio decoding threads.")
+flags.DEFINE_integer("seed", 0, "Seed of the utterance-to-shard assignment.")
+flags.mark_flags_as_required(["manifest", "vocab", "out"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    del argv
+    try:
+        config = ShardConfig(out_dir=FLAGS.out, num_shards=FLAGS.num_shards, num_workers=FLAGS.num_workers,
+                             seed=FLAGS.seed)
+        index = make_shards(FLAGS.manifest, Vocabulary.load(FLAGS.vocab), config)
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"ds2-make-shards: error: {e}")
+    print(f"{FLAGS.out}: {index['total_count']} utterances, {index['total_duration'] / 3600:.2f} h "
+          f"in {index['num_shards']} shards; {len(index['skipped'])} skipped (listed in index.json)")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,104 @@
+"""Prepare data: synthesize the tiny corpus, import a real corpus, make noise, or validate a manifest.
+
+    ds2-prepare tiny --out data/tiny [--hours 1] [--seed 0] [--language en|zh]
+    ds2-prepare noise --out data/tiny/noise --speech_manifest data/tiny/train.jsonl
+    ds2-prepare validate MANIFEST [--vocab vocab.txt] [--time_stride 4] [--write_clean clean.jsonl]
+    ds2-prepare {librispeech,voxforge,aishell,wsj,chime4,tedlium} --corpus_dir DIR --out DIR
+
+`validate` prints one line per problem and exits 1 if there are any; with --write_clean it writes the
+good lines to that file (and the dropped ones with their reasons next to it) and exits 0.
+"""
+
+import sys
+
+from absl import app, flags
+
+COMMANDS = ("tiny", "noise", "validate", "librispeech", "voxforge", "aishell", "wsj", "chime4", "tedlium")
+
+flags.DEFINE_string("out", None, "Output folder (tiny, noise, importers).")
+flags.DEFINE_string("corpus_dir", None, "Root of the corpus as distributed (importers).")
+flags.DEFINE_integer("num_workers", 2, "Parallel workers.")
+flags.DEFINE_float("hours", 1.0, "tiny: hours of training audio.")
+flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
+flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny: language.")
+flags.DEFINE_string("speech_manifest", None, "noise: speech used to make babble.")
+flags.DEFINE_string("vocab", None, "validate: text must be within this vocabulary.")
+flags.DEFINE_integer("time_stride", 4, "validate: the model front end's total time stride (CTC feasibility).")
+flags.DEFINE_bool("decode", True, "validate: decode every file fully, not just its header.")
+flags.DEFINE_string("write_clean", None, "validate: write the good lines here.")
+FLAGS = flags.FLAGS
+
+
+def _validate(manifest: str) -> int:
+    from deepspeech2.data.validate import ValidationConfig, validate_manifest, write_clean
+    from deepspeech2.vocab import Vocabulary
+
+    config = ValidationConfig(vocab=Vocabulary.load(FLAGS.vocab) if FLAGS.vocab else None,
+                              time_stride=FLAGS.time_stride, decode=FLAGS.decode)
+    report = validate_manifest(manifest, config)
+    for p in report.problems:
+        print(f"{manifest}:{p}")
+    print(f"{manifest}: {len(report.good)}/{report.total} lines OK, {len(report.bad_lines())} with problems")
+    if FLAGS.write_clean:
+        dropped = write_clean(report, FLAGS.write_clean)
+        print(f"wrote {FLAGS.write_clean} ({len(report.good)} lines) and {dropped}")
+        return 0
+    return 0 if report.ok else 1
+
+
+def _prepare(command: str, args: list[str]) -> int:
+    if command == "validate":
+        if len(args) != 1:
+            raise ValueError("usage: ds2-prepare validate MANIFEST [--vocab V] [--write_clean OUT]")
+        return _validate(args[0])
+    if not FLAGS.out:
+        raise ValueError(f"`--out` is required for `ds2-prepare {command}`")
+    if command == "tiny":
+        from deepspeech2.data.tiny import TinyCorpusConfig, prepare_tiny
+
+        manifests = prepare_tiny(TinyCorpusConfig(out_dir=FLAGS.out, hours=FLAGS.hours, seed=FLAGS.seed,
+                                                  language=FLAGS.language, num_workers=FLAGS.num_workers))
+    elif command == "noise":
+        from deepspeech2.data.noise import prepare_noise
+
+        for path in prepare_noise(FLAGS.out, FLAGS.speech_manifest, seed=FLAGS.seed):
+            print(f"wrote {path}")
+        return 0
+    else:
+        if not FLAGS.corpus_dir:
+            raise ValueError(f"`--corpus_dir` is required for `ds2-prepare {command}`")
+        from deepspeech2.data import corpora
+
+        if command == "librispeech":
+            prepare = corpora.prepare_librispeech
+        elif command == "voxforge":
+            prepare = corpora.prepare_voxforge
+        elif command == "aishell":
+            prepare = corpora.prepare_aishell
+        elif command == "wsj":
+            prepare = corpora.prepare_wsj
+        elif command == "chime4":
+            prepare = corpora.prepare_chime4
+        else:
+            prepare = corpora.prepare_tedlium
+        manifests = prepare(FLAGS.corpus_dir, FLAGS.out, num_workers=FLAGS.num_workers)
+    for split, utts in manifests.items():
+        print(f"{FLAGS.out}/{split}.jsonl: {len(utts)} utterances, {sum(u.duration for u in utts) / 3600:.2f} h")
+    return 0
+
+
+def main(argv):
+    if len(argv) < 2 or argv[1] not in COMMANDS:
+        sys.exit(f"ds2-prepare: error: expected a command, one of {', '.join(COMMANDS)}; got {argv[1:2]}")
+    try:
+        sys.exit(_prepare(argv[1], argv[2:]))
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"ds2-prepare {argv[1]}: error: {e}")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,97 @@
+"""Audio I/O outside the graph: decode any file soundfile reads, resample, write 16-bit WAV.
+
+Inside tf.data and exported graphs we use `tf.audio.decode_wav` or int16 PCM from shards instead
+(tensorflow-io is deliberately not a dependency: its kernels fail to load with TF > 2.16).
+"""
+
+from __future__ import annotations
+
+import os
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import scipy.signal
+import soundfile as sf
+
+from deepspeech2.fileio import atomic_path
+
+SAMPLE_RATE = 16000  # Hz; every model input is 16 kHz mono (DS2 §7, and all the corpora we import)
+
+
+def audio_info(path: str | os.PathLike) -> tuple[int, int, int]:
+    """Return `(sample_rate, channels, frames)` of an audio file without decoding it all.
+
+    Raises:
+        ValueError: if the file is not audio soundfile can read.
+        FileNotFoundError: if it doesn't exist.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"audio file `{path}` does not exist")
+    try:
+        info = sf.info(str(path))
+    except Exception as e:  # soundfile raises LibsndfileError / RuntimeError for corrupt files
+        raise ValueError(f"audio file `{path}` could not be read: {e}") from None
+    return info.samplerate, info.channels, info.frames
+
+
+def load_audio(
+    path: str | os.PathLike,
+    offset: float = 0.0,
+    duration: float | None = None,
+    sample_rate: int | None = SAMPLE_RATE,
+) -> np.ndarray:
+    """Decode an audio file (WAV/FLAC/OGG/MP3/NIST SPHERE) to mono float32 in [-1, 1].
+
+    Args:
+        path: the audio file.
+        offset: start of the segment, seconds.
+        duration: length of the segment, seconds; None reads to the end.
+        sample_rate: resample to this rate; None keeps the file's rate.
+
+    Returns:
+        float32 array of shape (samples,).
+
+    Raises:
+        ValueError: unreadable audio, or a segment outside the file.
+    """
+    sr, _, frames = audio_info(path)
+    start = int(round(offset * sr))
+    stop = frames if duration is None else start + int(round(duration * sr))
+    if start < 0 or start > frames or stop > frames + sr // 100:  # allow 10 ms of rounding slack
+        raise ValueError(
+            f"segment offset={offset}s duration={duration}s is outside `{path}` "
+            f"({frames / sr:.3f}s long); fix the manifest's offset/duration"
+        )
+    try:
+        data, _ = sf.read(str(path), start=start, stop=min(stop, frames), dtype="float32", always_2d=True)
+    except Exception as e:
+        raise ValueError(f"audio file `{path}` could not be decoded: {e}") from None
+    wav = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    if sample_rate is not None and sr != sample_rate:
+        wav = resample(wav, sr, sample_rate)
+    return np.ascontiguousarray(wav, dtype=np.float32)
+
+
+def resample(wav: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
+    """Band-limited polyphase resampling (scipy's Kaiser-windowed FIR).
+
+    Args:
+        wav: (samples,) float array.
+    Returns:
+        (ceil(samples * target_sr / orig_sr),) float32 array.
+    """
+    if orig_sr == target_sr:
+        return wav.astype(np.float32)
+    ratio = Fraction(target_sr, orig_sr)
+    return scipy.signal.resample_poly(wav, ratio.numerator, ratio.denominator).astype(np.float32)
+
+
+def save_wav(path: str | os.PathLike, wav: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
+    """Write mono 16-bit PCM WAV atomically. Float input is clipped to [-1, 1]."""
+    wav = np.asarray(wav)
+    if wav.dtype != np.int16:
+        wav = (np.clip(wav, -1.0, 1.0) * 32767.0).round().astype(np.int16)
+    with atomic_path(path) as tmp:
+        sf.write(str(tmp), wav, sample_rate, subtype="PCM_16", format="WAV")

@@ -1,0 +1,205 @@
+"""TFRecord shards: int16 PCM + transcript + label ids per record, with a JSON index.
+
+Layout of `ds2-make-shards --out DIR --num_shards N`:
+    DIR/shard-00000-of-0000N.tfrecord ...   one tf.train.Example per utterance
+    DIR/index.json                          counts, durations, the vocabulary, skipped utterances
+Each shard is written to a temp file and renamed, and the index is written last, so a crash never
+leaves a half shard that looks finished. Re-running with the same manifest, vocabulary and settings
+is a no-op (the index records a fingerprint of all three).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+
+from deepspeech2.audio import SAMPLE_RATE, load_audio
+from deepspeech2.data.manifest import Utterance, read_manifest
+from deepspeech2.fileio import atomic_path, write_json
+from deepspeech2.vocab import Vocabulary
+
+INDEX = "index.json"
+
+# The record schema, shared by the writer, the reader and the input pipeline.
+FEATURE_SPEC = {
+    "audio": tf.io.FixedLenFeature([], tf.string),  # little-endian int16 PCM, mono
+    "sample_rate": tf.io.FixedLenFeature([], tf.int64),
+    "num_samples": tf.io.FixedLenFeature([], tf.int64),
+    "duration": tf.io.FixedLenFeature([], tf.float32),
+    "text": tf.io.FixedLenFeature([], tf.string),
+    "labels": tf.io.VarLenFeature(tf.int64),
+    "id": tf.io.FixedLenFeature([], tf.string),
+    "speaker": tf.io.FixedLenFeature([], tf.string, default_value=b""),
+}
+
+
+@dataclass(frozen=True)
+class ShardConfig:
+    """How `make_shards` writes a manifest to TFRecords."""
+
+    out_dir: str  # output folder (shards + index.json)
+    num_shards: int = 8  # files to spread utterances over (>= the number of training workers)
+    sample_rate: int = SAMPLE_RATE  # audio is resampled to this if it differs
+    seed: int = 0  # utterances are dealt to shards in a seeded shuffled order, balancing durations
+    num_workers: int = 4  # decoding threads (soundfile releases the GIL)
+
+    def __post_init__(self):
+        if self.num_shards < 1:
+            raise ValueError(f"`num_shards` must be >= 1, got {self.num_shards}")
+
+
+def shard_name(i: int, n: int) -> str:
+    return f"shard-{i:05d}-of-{n:05d}.tfrecord"
+
+
+def _bytes(v: bytes) -> tf.train.Feature:
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
+
+
+def _int64(v) -> tf.train.Feature:
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(v)))
+
+
+def encode_example(pcm: np.ndarray, sample_rate: int, text: str, labels: list[int], uid: str,
+                   speaker: str | None = None) -> bytes:
+    """Serialize one utterance. `pcm` is int16 (samples,)."""
+    assert pcm.dtype == np.int16 and pcm.ndim == 1
+    feats = {
+        "audio": _bytes(pcm.astype("<i2").tobytes()),
+        "sample_rate": _int64([sample_rate]),
+        "num_samples": _int64([len(pcm)]),
+        "duration": tf.train.Feature(float_list=tf.train.FloatList(value=[len(pcm) / sample_rate])),
+        "text": _bytes(text.encode("utf-8")),
+        "labels": _int64(labels),
+        "id": _bytes(uid.encode("utf-8")),
+        "speaker": _bytes((speaker or "").encode("utf-8")),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString()
+
+
+def parse_example(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+    """Graph-mode parser: returns audio as float32 in [-1, 1] (`audio`) and int16 (`pcm`), labels int32."""
+    ex = tf.io.parse_single_example(serialized, FEATURE_SPEC)
+    pcm = tf.io.decode_raw(ex["audio"], tf.int16, little_endian=True)
+    return {
+        "pcm": pcm,
+        "audio": tf.cast(pcm, tf.float32) / 32768.0,
+        "num_samples": tf.cast(ex["num_samples"], tf.int32),
+        "sample_rate": tf.cast(ex["sample_rate"], tf.int32),
+        "duration": ex["duration"],
+        "text": ex["text"],
+        "labels": tf.cast(tf.sparse.to_dense(ex["labels"]), tf.int32),
+        "id": ex["id"],
+        "speaker": ex["speaker"],
+    }
+
+
+def _utt_id(u: Utterance) -> str:
+    stem = Path(u.audio_filepath).stem
+    return f"{stem}@{u.offset:.2f}" if u.offset else stem
+
+
+def _load(u: Utterance, vocab: Vocabulary, sample_rate: int):
+    """Decode and encode one utterance; returns (serialized, seconds) or raises ValueError."""
+    labels = vocab.encode(u.text)
+    if not labels:
+        raise ValueError("empty transcript")
+    wav = load_audio(u.audio_filepath, offset=u.offset, duration=u.duration if u.offset else None,
+                     sample_rate=sample_rate)
+    if not len(wav):
+        raise ValueError("no audio samples")
+    pcm = (np.clip(wav, -1.0, 32767 / 32768) * 32768.0).round().astype(np.int16)
+    return encode_example(pcm, sample_rate, u.text, labels, _utt_id(u), u.speaker), len(pcm) / sample_rate
+
+
+def _fingerprint(manifest, vocab: Vocabulary, config: ShardConfig) -> str:
+    h = hashlib.sha256(Path(manifest).read_bytes())
+    h.update(json.dumps([vocab.tokens(), config.num_shards, config.sample_rate, config.seed]).encode())
+    return h.hexdigest()
+
+
+def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardConfig,
+                progress: bool = True) -> dict:
+    """Write `manifest` as `config.num_shards` TFRecord shards plus `index.json`; returns the index.
+
+    Bad utterances (unreadable audio, out-of-vocabulary text) are skipped and listed in the index.
+    """
+    out = Path(config.out_dir)
+    fingerprint = _fingerprint(manifest, vocab, config)
+    if (out / INDEX).exists():
+        previous = load_index(out)
+        if previous.get("fingerprint") == fingerprint and all((out / s["path"]).exists()
+                                                                 for s in previous["shards"]):
+            return previous
+    utts = read_manifest(manifest)
+    out.mkdir(parents=True, exist_ok=True)
+    order = list(range(len(utts)))
+    random.Random(config.seed).shuffle(order)
+    # Deal utterances round-robin (after a seeded shuffle) so shards have similar counts and durations.
+    assignment = [order[i::config.num_shards] for i in range(config.num_shards)]
+    shards, skipped = [], []
+    bar = tqdm(total=len(utts), desc=f"shards {out.name}", unit="utt", disable=not progress)
+    with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool:
+        for i, members in enumerate(assignment):
+            path = out / shard_name(i, config.num_shards)
+            count, seconds = 0, 0.0
+
+            def load(k):
+                try:
+                    return k, _load(utts[k], vocab, config.sample_rate), None
+                except (ValueError, FileNotFoundError) as e:
+                    return k, None, str(e)
+
+            with atomic_path(path) as tmp, tf.io.TFRecordWriter(str(tmp)) as writer:
+                for k, result, err in pool.map(load, sorted(members)):
+                    bar.update(1)
+                    if err is not None:
+                        skipped.append({"audio_filepath": utts[k].audio_filepath, "offset": utts[k].offset,
+                                        "reason": err})
+                        continue
+                    writer.write(result[0])
+                    count += 1
+                    seconds += result[1]
+            shards.append({"path": path.name, "count": count, "duration": round(seconds, 3)})
+    bar.close()
+    index = {
+        "manifest": str(Path(manifest).resolve()),
+        "fingerprint": fingerprint,
+        "num_shards": config.num_shards,
+        "sample_rate": config.sample_rate,
+        "total_count": sum(s["count"] for s in shards),
+        "total_duration": round(sum(s["duration"] for s in shards), 3),
+        "vocabulary": vocab.tokens(),
+        "shards": shards,
+        "skipped": skipped,
+    }
+    write_json(out / INDEX, index)
+    return index
+
+
+def load_index(shard_dir: str | os.PathLike) -> dict:
+    """Read `index.json` of a shard folder (raises FileNotFoundError with the fix if it's missing)."""
+    path = Path(shard_dir) / INDEX
+    if not path.exists():
+        raise FileNotFoundError(f"`{path}` not found; write shards with `ds2-make-shards --out {shard_dir}`")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def shard_paths(shard_dir: str | os.PathLike) -> list[str]:
+    """The shard files listed in a folder's index, in order."""
+    index = load_index(shard_dir)
+    return [str(Path(shard_dir) / s["path"]) for s in index["shards"]]
+
+
+def read_shards(paths: list[str]) -> tf.data.Dataset:
+    """A dataset of parsed records (see `parse_example`) from shard files, in file order."""
+    return tf.data.TFRecordDataset(paths).map(parse_example, num_parallel_calls=tf.data.AUTOTUNE)
