@@ -114,3 +114,15 @@ def test_build_vocab_cli(tmp_path):
     assert out.returncode == 0, out.stderr
     v = Vocabulary.load(tmp_path / "v.txt")
     assert set(v.chars) == set("".join(u.text for u in utts)) and v.chars[:2] == (" ", "'")
+
+
+def test_shards_sorted_by_duration_with_percentiles(tmp_path):
+    manifest, utts = make_manifest(tmp_path, n=10, min_seconds=0.5, max_seconds=3.0)
+    index = make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=2),
+                        progress=False)
+    for path in shard_paths(tmp_path / "s"):
+        durations = [float(r["duration"]) for r in read_shards([path])]
+        assert durations == sorted(durations)
+    q = index["duration_percentiles"]
+    assert len(q) == 21 and q == sorted(q)
+    assert abs(q[0] - min(u.duration for u in utts)) < 1e-3 and abs(q[-1] - max(u.duration for u in utts)) < 1e-3

@@ -146,12 +146,12 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
     random.Random(config.seed).shuffle(order)
     # Deal utterances round-robin (after a seeded shuffle) so shards have similar counts and durations.
     assignment = [order[i::config.num_shards] for i in range(config.num_shards)]
-    shards, skipped = [], []
+    shards, skipped, durations = [], [], []
     bar = tqdm(total=len(utts), desc=f"shards {out.name}", unit="utt", disable=not progress)
     with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool:
         for i, members in enumerate(assignment):
             path = out / shard_name(i, config.num_shards)
-            count, seconds = 0, 0.0
+            count, seconds, shard_durations = 0, 0.0, []
 
             def load(k):
                 try:
@@ -159,8 +159,11 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
                 except (ValueError, FileNotFoundError) as e:
                     return k, None, str(e)
 
+            # Records are sorted by duration inside each shard: interleaving the shards round-robin then
+            # gives an (almost) globally sorted stream, which is SortaGrad's first epoch (DS2 §3.1).
+            members = sorted(members, key=lambda k: (utts[k].duration, k))
             with atomic_path(path) as tmp, tf.io.TFRecordWriter(str(tmp)) as writer:
-                for k, result, err in pool.map(load, sorted(members)):
+                for k, result, err in pool.map(load, members):
                     bar.update(1)
                     if err is not None:
                         skipped.append({"audio_filepath": utts[k].audio_filepath, "offset": utts[k].offset,
@@ -169,7 +172,12 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
                     writer.write(result[0])
                     count += 1
                     seconds += result[1]
-            shards.append({"path": path.name, "count": count, "duration": round(seconds, 3)})
+                    durations.append(result[1])
+                    shard_durations.append(round(result[1], 3))
+            # Per-record durations (in file order, i.e. sorted) let the pipeline merge shards into an exactly
+            # sorted SortaGrad epoch without reading any audio.
+            shards.append({"path": path.name, "count": count, "duration": round(seconds, 3),
+                           "durations": shard_durations})
     bar.close()
     index = {
         "manifest": str(Path(manifest).resolve()),
@@ -178,6 +186,8 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
         "sample_rate": config.sample_rate,
         "total_count": sum(s["count"] for s in shards),
         "total_duration": round(sum(s["duration"] for s in shards), 3),
+        # Duration percentiles 0, 5, ..., 100: the input pipeline derives its length buckets from them.
+        "duration_percentiles": [round(float(q), 3) for q in np.percentile(durations or [0.0], range(0, 101, 5))],
         "vocabulary": vocab.tokens(),
         "shards": shards,
         "skipped": skipped,
@@ -201,5 +211,6 @@ def shard_paths(shard_dir: str | os.PathLike) -> list[str]:
 
 
 def read_shards(paths: list[str]) -> tf.data.Dataset:
-    """A dataset of parsed records (see `parse_example`) from shard files, in file order."""
+    """A dataset of parsed records (see `parse_example`) from shard files, in file order (each shard is
+    sorted by duration)."""
     return tf.data.TFRecordDataset(paths).map(parse_example, num_parallel_calls=tf.data.AUTOTUNE)

@@ -1,0 +1,49 @@
+"""ds2-compute-stats: per-bin feature mean/std over sampled training utterances -> mean_std.npz.
+
+    ds2-compute-stats --manifest_paths data/tiny/train.jsonl --feature linear --out data/tiny/mean_std.npz
+"""
+
+import sys
+
+from absl import app, flags
+
+from deepspeech2.features import KINDS, FeatureConfig
+from deepspeech2.normalizer import NUM_SAMPLES, compute_mean_std
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("manifest_paths", None, "Comma-separated JSON-lines manifests to sample from.")
+flags.DEFINE_string("out", None, "Output .npz (mean, std and the feature config).")
+flags.DEFINE_integer("num_samples", NUM_SAMPLES, "Utterances to sample; 0 = all.")
+flags.DEFINE_integer("seed", 0, "Sampling seed.")
+flags.DEFINE_enum("feature", "linear", list(KINDS), "Feature kind.")
+flags.DEFINE_integer("sample_rate", FeatureConfig.sample_rate, "Audio sample rate, Hz.")
+flags.DEFINE_float("window_ms", FeatureConfig.window_ms, "STFT window, ms.")
+flags.DEFINE_float("hop_ms", FeatureConfig.hop_ms, "STFT hop, ms.")
+flags.DEFINE_integer("n_mels", FeatureConfig.n_mels, "Mel filters (logmel, mfcc).")
+flags.DEFINE_integer("n_mfcc", FeatureConfig.n_mfcc, "Cepstra per frame (mfcc).")
+flags.DEFINE_integer("mfcc_context", FeatureConfig.mfcc_context, "Frames of context each side (mfcc).")
+flags.mark_flags_as_required(["manifest_paths", "out"])
+
+
+def main(argv):
+    if len(argv) > 1:
+        sys.exit(f"ds2-compute-stats: error: unexpected arguments {argv[1:]}")
+    try:
+        config = FeatureConfig(kind=FLAGS.feature, sample_rate=FLAGS.sample_rate, window_ms=FLAGS.window_ms,
+                               hop_ms=FLAGS.hop_ms, n_mels=FLAGS.n_mels, n_mfcc=FLAGS.n_mfcc,
+                               mfcc_context=FLAGS.mfcc_context)
+        normalizer = compute_mean_std(FLAGS.manifest_paths, config, num_samples=FLAGS.num_samples or None,
+                                      seed=FLAGS.seed)
+        normalizer.save(FLAGS.out)
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"ds2-compute-stats: error: {e}")
+    print(f"wrote {FLAGS.out}: {config.kind} features, dim {config.dim}, {normalizer.num_utterances} "
+          f"utterances, {normalizer.num_frames} frames, {normalizer.num_skipped} skipped")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

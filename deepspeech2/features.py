@@ -1,0 +1,208 @@
+"""Acoustic features from waveforms, as one pure TF graph used by training, evaluation, export and serving.
+
+Three kinds, all computed from the same STFT (a 20 ms Hann window every 10 ms, no edge padding):
+    linear  log power spectrogram, n_fft = window -> 161 bins at 16 kHz (DS2 §3; the PaddlePaddle DS2
+            seed's `_compute_linear_specgram`)
+    logmel  log of an HTK-mel filterbank (triangles in mel space, peak 1, DC bin excluded, exactly
+            `tf.signal.linear_to_mel_weight_matrix`) applied to the power spectrum
+    mfcc    DCT-II of the log-mel spectrum, first `n_mfcc` coefficients, scaled like
+            `tf.signal.mfccs_from_log_mel_spectrograms`, with +-`mfcc_context` neighbouring frames
+            stacked (DeepSpeech 1 notebook: 26 cepstra x 19 frames = 494 dims)
+
+Frame count convention (the seed's, and what streaming wants): only frames that lie completely inside
+the audio, `num_frames = 1 + (samples - window) // hop` (0 when shorter than one window). So the valid
+frames of an utterance never depend on how much padding its batch has.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from deepspeech2.audio import SAMPLE_RATE
+
+WINDOW_MS = 20.0  # DS2 §3 / PaddlePaddle DS2 seed: 20 ms windows -> 320 samples at 16 kHz
+HOP_MS = 10.0  # 10 ms hop -> 160 samples, 100 frames per second
+NUM_LINEAR_BINS = int(SAMPLE_RATE * WINDOW_MS / 1000) // 2 + 1  # rfft of 320 samples -> 161 bins
+LOG_EPS = 1e-10  # added before log; below the power of 16-bit quantization noise (~1e-8 per bin)
+N_MELS = 80  # log-mel bins (the common modern choice; DS2 itself uses linear spectrograms)
+N_MFCC = 26  # cepstra per frame (DeepSpeech 1 notebook, `numcep=26`)
+MFCC_CONTEXT = 9  # frames of context each side (DeepSpeech 1 notebook, `numcontext=9`)
+KINDS = ("linear", "logmel", "mfcc")
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """How waveforms become features. Saved as JSON next to the model and inside `mean_std.npz`."""
+
+    kind: str = "linear"  # "linear" (DS2), "logmel" or "mfcc" (DS1)
+    sample_rate: int = SAMPLE_RATE  # Hz of the input waveforms
+    window_ms: float = WINDOW_MS  # STFT window; rounded to whole samples
+    hop_ms: float = HOP_MS  # STFT hop; rounded to whole samples
+    n_mels: int = N_MELS  # mel filters ("logmel" output dim; filters under the DCT for "mfcc")
+    mel_fmin: float = 20.0  # Hz, lower edge of the lowest mel filter
+    mel_fmax: float | None = None  # Hz, upper edge of the highest mel filter; None = Nyquist
+    n_mfcc: int = N_MFCC  # cepstra kept per frame ("mfcc" only)
+    mfcc_context: int = MFCC_CONTEXT  # frames stacked each side ("mfcc" only; 0 = none)
+    eps: float = LOG_EPS  # log(power + eps)
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"`kind` must be one of {KINDS}, got {self.kind!r}")
+        if isinstance(self.sample_rate, bool) or not isinstance(self.sample_rate, int) or self.sample_rate <= 0:
+            raise ValueError(f"`sample_rate` must be a positive int (Hz), got {self.sample_rate!r}")
+        if not self.window_ms > 0 or self.window_length < 2:
+            raise ValueError(f"`window_ms` must give at least 2 samples, got {self.window_ms!r}")
+        if not 0 < self.hop_ms <= self.window_ms or self.hop_length < 1:
+            raise ValueError(f"`hop_ms` must be in (0, window_ms={self.window_ms}], got {self.hop_ms!r}")
+        for name in ("n_mels", "n_mfcc"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+        if self.n_mfcc > self.n_mels:
+            raise ValueError(f"`n_mfcc` ({self.n_mfcc}) must not exceed `n_mels` ({self.n_mels})")
+        if isinstance(self.mfcc_context, bool) or not isinstance(self.mfcc_context, int) or self.mfcc_context < 0:
+            raise ValueError(f"`mfcc_context` must be a non-negative int, got {self.mfcc_context!r}")
+        nyquist = self.sample_rate / 2
+        fmax = nyquist if self.mel_fmax is None else self.mel_fmax
+        if not 0 <= self.mel_fmin < fmax <= nyquist:
+            raise ValueError(f"need 0 <= `mel_fmin` < `mel_fmax` <= {nyquist} Hz (Nyquist), "
+                             f"got mel_fmin={self.mel_fmin!r}, mel_fmax={self.mel_fmax!r}")
+        if not self.eps > 0:
+            raise ValueError(f"`eps` must be > 0, got {self.eps!r}")
+
+    @property
+    def window_length(self) -> int:
+        """STFT window in samples (320 for 20 ms at 16 kHz)."""
+        return int(round(self.sample_rate * self.window_ms / 1000))
+
+    @property
+    def hop_length(self) -> int:
+        """STFT hop in samples (160 for 10 ms at 16 kHz)."""
+        return int(round(self.sample_rate * self.hop_ms / 1000))
+
+    @property
+    def n_fft(self) -> int:
+        """FFT size: the window itself, unpadded, as in the seed."""
+        return self.window_length
+
+    @property
+    def num_bins(self) -> int:
+        """Linear spectrogram bins, n_fft // 2 + 1 (161 at 16 kHz / 20 ms)."""
+        return self.n_fft // 2 + 1
+
+    @property
+    def dim(self) -> int:
+        """Feature dimension of `compute_features`' output."""
+        if self.kind == "linear":
+            return self.num_bins
+        if self.kind == "logmel":
+            return self.n_mels
+        return self.n_mfcc * (2 * self.mfcc_context + 1)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FeatureConfig":
+        """Inverse of `to_dict`. Raises ValueError on a key that is not a field."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown FeatureConfig key(s) {unknown}; valid keys are {sorted(names)}")
+        return cls(**d)
+
+
+def num_frames(num_samples: int, config: FeatureConfig) -> int:
+    """Frames `compute_features` yields for `num_samples` samples: 1 + (n - window) // hop, or 0."""
+    return max(0, 1 + (int(num_samples) - config.window_length) // config.hop_length)
+
+
+def frame_lengths(lengths: tf.Tensor, config: FeatureConfig) -> tf.Tensor:
+    """TF version of `num_frames`: int32 tensor of sample counts (any shape) -> int32 frame counts."""
+    lengths = tf.cast(lengths, tf.int32)
+    return tf.maximum(0, 1 + (lengths - config.window_length) // config.hop_length)
+
+
+@functools.lru_cache(maxsize=None)
+def mel_filterbank(config: FeatureConfig) -> np.ndarray:
+    """HTK-mel triangular filters, float32 (num_bins, n_mels); same values as
+    `tf.signal.linear_to_mel_weight_matrix` (triangles in mel space, peak 1, DC row zero)."""
+
+    def hz_to_mel(f):
+        return 1127.0 * np.log1p(np.asarray(f, np.float64) / 700.0)
+
+    fmax = config.sample_rate / 2 if config.mel_fmax is None else config.mel_fmax
+    bin_mel = hz_to_mel(np.linspace(0.0, config.sample_rate / 2, config.num_bins))[1:, None]  # (bins-1, 1)
+    edges = np.linspace(hz_to_mel(config.mel_fmin), hz_to_mel(fmax), config.n_mels + 2)
+    lower, center, upper = edges[:-2], edges[1:-1], edges[2:]
+    rising = (bin_mel - lower) / (center - lower)
+    falling = (upper - bin_mel) / (upper - center)
+    weights = np.maximum(0.0, np.minimum(rising, falling))
+    return np.pad(weights, [[1, 0], [0, 0]]).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=None)
+def dct_matrix(n_mels: int, n_mfcc: int) -> np.ndarray:
+    """DCT-II as a matrix, float32 (n_mels, n_mfcc), scaled like `tf.signal.mfccs_from_log_mel_spectrograms`
+    (unnormalized DCT-II times 1/sqrt(2 * n_mels)). A matmul for 26 of n_mels outputs beats a full FFT DCT."""
+    n = np.arange(n_mels)[:, None]
+    k = np.arange(n_mfcc)[None, :]
+    return (2.0 * np.cos(np.pi * k * (2 * n + 1) / (2 * n_mels)) / np.sqrt(2.0 * n_mels)).astype(np.float32)
+
+
+def _time_mask(features: tf.Tensor, frame_lengths_: tf.Tensor) -> tf.Tensor:
+    mask = tf.sequence_mask(frame_lengths_, tf.shape(features)[1], dtype=features.dtype)  # (B, T)
+    return features * mask[:, :, None]
+
+
+def compute_features(waveforms, lengths, config: FeatureConfig) -> tuple[tf.Tensor, tf.Tensor]:
+    """Waveforms -> features, as TF ops (works eagerly, in tf.function, tf.data and SavedModels).
+
+    Args:
+        waveforms: float32 (batch, samples), zero-padded; or one utterance (samples,).
+        lengths: int (batch,) valid samples per row; or a scalar for one utterance.
+        config: the feature settings.
+
+    Returns:
+        features: float32 (batch, frames, config.dim), frames past each row's length set to 0;
+            frames = num_frames(padded samples) of the batch. (frames, dim) for one utterance.
+        frame_lengths: int32 (batch,) = num_frames(lengths); a scalar for one utterance.
+    """
+    waveforms = tf.convert_to_tensor(waveforms, tf.float32)
+    lengths = tf.cast(lengths, tf.int32)
+    if waveforms.shape.rank == 1:
+        feats, n = compute_features(waveforms[None], lengths[None], config)
+        return feats[0], n[0]
+    if waveforms.shape.rank != 2:
+        raise ValueError(f"`waveforms` must be (batch, samples) or (samples,), got shape {waveforms.shape}")
+    n_frames = frame_lengths(lengths, config)
+
+    # Only whole frames (no edge padding), so valid frames never see the batch's padding.
+    frames = tf.signal.frame(waveforms, config.window_length, config.hop_length)  # (B, T, window)
+    frames *= tf.signal.hann_window(config.window_length, periodic=True)  # periodic Hann, as tf.signal.stft
+    spectrum = tf.signal.rfft(frames, [config.n_fft])  # (B, T, num_bins) complex64
+    # real^2 + imag^2 is much cheaper than abs(.)^2 (no sqrt) and is exactly the power.
+    power = tf.math.square(tf.math.real(spectrum)) + tf.math.square(tf.math.imag(spectrum))
+
+    if config.kind == "linear":
+        feats = tf.math.log(power + config.eps)  # (B, T, num_bins)
+    else:
+        mel = tf.linalg.matmul(power, mel_filterbank(config))  # (B, T, n_mels)
+        feats = tf.math.log(mel + config.eps)
+        if config.kind == "mfcc":
+            feats = tf.linalg.matmul(feats, dct_matrix(config.n_mels, config.n_mfcc))  # (B, T, n_mfcc)
+            c = config.mfcc_context
+            if c:
+                # Zero the frames past each utterance first, so the context at its end is zeros
+                # whatever the batch padding; then stack [t-C .. t+C] per frame.
+                feats = _time_mask(feats, n_frames)
+                padded = tf.pad(feats, [[0, 0], [c, c], [0, 0]])  # (B, T + 2C, n_mfcc)
+                stacked = tf.signal.frame(padded, 2 * c + 1, 1, axis=1)  # (B, T, 2C+1, n_mfcc)
+                shape = tf.shape(feats)
+                feats = tf.reshape(stacked, [shape[0], shape[1], config.dim])
+    return _time_mask(feats, n_frames), n_frames
