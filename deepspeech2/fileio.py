@@ -10,6 +10,16 @@ from pathlib import Path
 from typing import IO, Iterator
 
 
+def _file_mode() -> int:
+    """0666 minus the umask: what a plain `open(path, "w")` would give (mkstemp alone gives 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_MODE = _file_mode()
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temp file next to `path`; rename it over `path` only if the block finishes.
@@ -22,6 +32,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, _MODE)
     try:
         with os.fdopen(fd, mode, encoding=encoding if "b" not in mode else None) as f:
             yield f
@@ -41,6 +52,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f"{path.suffix}.tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, _MODE)
     try:
         yield Path(tmp)
         os.replace(tmp, path)

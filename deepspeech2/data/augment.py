@@ -1,0 +1,661 @@
+"""Training-time data augmentation as TF graph ops, configured by the PaddlePaddle DeepSpeech2 JSON format.
+
+The config is a JSON list applied in order; every entry fires with probability `prob`, drawn afresh for
+every utterance in every epoch (stateful `tf.random` ops inside `tf.data.Dataset.map`):
+
+    [{"type": "speed",  "params": {"min_speed_rate": 0.9, "max_speed_rate": 1.1}, "prob": 0.5},
+     {"type": "noise",  "params": {"noise_manifest_path": "data/tiny/noise/noise.jsonl",
+                                   "min_snr_dB": 10, "max_snr_dB": 30}, "prob": 0.5},
+     {"type": "specaugment", "params": {"F": 27, "T": 40, "n_freq_masks": 2, "n_time_masks": 2},
+      "prob": 1.0}]
+
+examples/augmentation.example.json is the recipe for the tiny corpus (its noise and RIR manifests come
+from `deepspeech2.data.noise.prepare_noise`). Types and params are the seed's (data_utils/augmentor/):
+`volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal` act on the waveform; `specaugment` acts
+on the features and always runs after every waveform entry, whatever its place in the list. Relative manifest paths resolve against the current
+working directory, as in the seed. Draws come from stateful `tf.random` ops: `tf.random.set_seed` makes
+a run repeatable only when the map runs sequentially (parallel calls interleave the draws).
+
+Every component works on ONE utterance:
+  waveform: `(wav, length) -> (wav, length)`; wav float32 (samples,), length int32 scalar. Samples at
+            `length` and beyond are padding: they are ignored, and zero in the output (`speed` returns
+            exactly the new length, without padding).
+  features: `(features, frame_length) -> features`; features float32 (frames, dim).
+
+Where we differ from the seed, on purpose:
+  - `speed` resamples band-limited (FFT) instead of the seed's linear interpolation, which aliases when
+    speeding up. The length still becomes `int(length / rate)`.
+  - `noise` loops a noise clip shorter than the utterance; the seed silently skipped such clips.
+  - `impulse` keeps the length (the seed returned the full convolution, longer by the IR) by aligning on the
+    IR's peak (the direct path), and rescales the result to the input's RMS, like the seed's
+    `AudioSegment.convolve_and_normalize`, so an IR's arbitrary gain never changes the level.
+  - `specaugment` draws widths in [0, F] and [0, T] inclusive (SpecAugment, Park et al. 2019, §2), masks
+    only the valid frames, and time-warps with linear rather than bicubic interpolation.
+
+Noise and impulse clips are loaded once, when the config is parsed, into one flat float32 array (no
+padding) that becomes a constant of the tf.data graph. Noise manifests are small: at most
+`MAX_BANK_SECONDS` of audio (230 MB at 16 kHz) per component.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Union
+
+import numpy as np
+import tensorflow as tf
+
+from deepspeech2.audio import SAMPLE_RATE, load_audio
+from deepspeech2.data.manifest import read_manifest
+
+logger = logging.getLogger(__name__)
+
+MAX_BANK_SECONDS = 3600.0  # one hour of noise or IRs per component: 230 MB float32 inside the tf.data graph
+MEAN_SQUARE_FLOOR = 1e-10  # -100 dBFS, below 16-bit quantization noise: the power of "silence"
+SPEED_RESAMPLE_PAD = 1024  # zeros after the signal before the FFT resampler, so its wrap-around is silence
+
+TYPES = ("volume", "speed", "shift", "noise", "impulse", "bayesian_normal", "specaugment")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Validation helpers
+
+
+def _check_number(name: str, value, *, low: float | None = None, high: float | None = None,
+                  low_open: bool = False, integer: bool = False) -> None:
+    kind = "an integer" if integer else "a number"
+    if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) \
+            or not math.isfinite(value):
+        raise ValueError(f"`{name}` must be {kind}, got {value!r}")
+    if low is not None and (value <= low if low_open else value < low):
+        raise ValueError(f"`{name}` must be {'>' if low_open else '>='} {low}, got {value!r}")
+    if high is not None and value > high:
+        raise ValueError(f"`{name}` must be <= {high}, got {value!r}")
+
+
+def _check_prob(prob) -> None:
+    _check_number("prob", prob, low=0.0, high=1.0)
+
+
+def _check_range(lo_name: str, lo, hi_name: str, hi, **bounds) -> None:
+    _check_number(lo_name, lo, **bounds)
+    _check_number(hi_name, hi, **bounds)
+    if lo > hi:
+        raise ValueError(f"`{lo_name}` ({lo!r}) must not exceed `{hi_name}` ({hi!r})")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Graph helpers
+
+
+def _uniform(low: float, high: float) -> tf.Tensor:
+    return tf.random.uniform([], low, high) if high > low else tf.constant(float(low))
+
+
+def _randint(high: tf.Tensor, shape) -> tf.Tensor:
+    """Uniform integers in [0, high] inclusive; `high` int32 >= 0, scalar or broadcastable to `shape`."""
+    high = tf.cast(high, tf.float32)
+    draw = tf.floor(tf.random.uniform(shape) * (high + 1.0))
+    return tf.cast(tf.minimum(draw, high), tf.int32)
+
+
+def _valid(wav: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+    """Zero the padding at and after `length`."""
+    return tf.where(tf.range(tf.shape(wav)[0]) < length, wav, tf.zeros_like(wav))
+
+
+def _pad_to(x: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
+    return tf.pad(x, [[0, n - tf.shape(x)[0]]])
+
+
+def _mean_square(x: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+    return tf.reduce_sum(tf.square(x)) / tf.cast(tf.maximum(length, 1), tf.float32)
+
+
+def _next_pow2(n: tf.Tensor) -> tf.Tensor:
+    log2 = tf.math.log(tf.cast(tf.maximum(n, 1), tf.float64)) / math.log(2.0)
+    return tf.cast(tf.pow(tf.constant(2.0, tf.float64), tf.math.ceil(log2 - 1e-9)), tf.int32)
+
+
+def change_speed(wav: tf.Tensor, length: tf.Tensor, rate: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Play `wav` `rate` times faster: band-limited Fourier resampling, no pitch correction.
+
+    Args:
+        wav: float32 (samples,); samples at `length` and beyond are ignored.
+        length: int32 scalar, valid samples.
+        rate: float32 scalar > 0; > 1 speeds up (shorter, higher pitch).
+
+    Returns:
+        `(wav, length)`: float32 (int(length / rate),) and its length.
+    """
+    length = tf.cast(length, tf.int32)
+    rate = tf.cast(rate, tf.float64)
+    new_length = tf.cast(tf.floor(tf.cast(length, tf.float64) / rate), tf.int32)
+    # Resample the signal followed by silence, so the FFT's periodic wrap-around joins silence to silence.
+    n = length + SPEED_RESAMPLE_PAD
+    m = tf.cast(tf.round(tf.cast(n, tf.float64) / rate), tf.int32)
+    x = _pad_to(wav[:length], n)
+    # irfft with m samples crops (speed up: low-pass at the new Nyquist) or zero-pads (slow down) the
+    # spectrum; m / n keeps the amplitude.
+    y = tf.signal.irfft(tf.signal.rfft(x, [n]), [m]) * tf.cast(m, tf.float32) / tf.cast(n, tf.float32)
+    return y[:new_length], new_length
+
+
+def _fft_convolve(x: tf.Tensor, h: tf.Tensor, n_out: tf.Tensor, delay: tf.Tensor) -> tf.Tensor:
+    """`np.convolve(x, h)[delay:delay + n_out]` through the FFT."""
+    n_fft = _next_pow2(tf.shape(x)[0] + tf.shape(h)[0] - 1)
+    full = tf.signal.irfft(tf.signal.rfft(x, [n_fft]) * tf.signal.rfft(h, [n_fft]), [n_fft])
+    return full[delay:delay + n_out]
+
+
+class _Bank:
+    """Clips from a manifest, concatenated in one flat float32 array with offsets and lengths."""
+
+    def __init__(self, manifest_path: str, sample_rate: int, what: str):
+        utterances = read_manifest(manifest_path)  # FileNotFoundError / ValueError name the file and line
+        clips, skipped = [], 0
+        for u in utterances:
+            try:
+                wav = load_audio(u.audio_filepath, u.offset, u.duration or None, sample_rate)
+            except (ValueError, FileNotFoundError) as e:
+                skipped += 1
+                logger.warning("skipping %s clip: %s", what, e)
+                continue
+            if wav.size:
+                clips.append(wav)
+        if skipped:
+            logger.warning("%d of %d %s clips in `%s` could not be read and were skipped",
+                           skipped, len(utterances), what, manifest_path)
+        if not clips:
+            raise ValueError(f"`{manifest_path}` has no readable, non-empty {what} clips "
+                             f"({len(utterances)} lines, {skipped} unreadable)")
+        total = sum(c.size for c in clips)
+        if total > MAX_BANK_SECONDS * sample_rate:
+            raise ValueError(f"`{manifest_path}` holds {total / sample_rate / 3600:.1f} h of {what}; "
+                             f"at most {MAX_BANK_SECONDS / 3600:.1f} h fits in the graph; use fewer clips")
+        self.samples = np.concatenate(clips).astype(np.float32)
+        self.lengths = np.array([c.size for c in clips], np.int32)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int32)
+
+    def pick(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """A uniformly random clip: `(flat samples, offset, length)` as tensors."""
+        i = tf.random.uniform([], 0, len(self.lengths), dtype=tf.int32)
+        return tf.constant(self.samples), tf.gather(self.offsets, i), tf.gather(self.lengths, i)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Waveform components
+
+
+@dataclass(frozen=True)
+class VolumePerturb:
+    """Random gain, uniform in dB (seed: VolumePerturbAugmentor)."""
+
+    type: ClassVar[str] = "volume"
+    min_gain_dBFS: float  # lowest gain, dB
+    max_gain_dBFS: float  # highest gain, dB
+    prob: float = 1.0  # chance this component fires for an utterance
+
+    def __post_init__(self):
+        _check_prob(self.prob)
+        _check_range("min_gain_dBFS", self.min_gain_dBFS, "max_gain_dBFS", self.max_gain_dBFS)
+
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        gain_db = _uniform(self.min_gain_dBFS, self.max_gain_dBFS)
+        return _valid(wav, length) * tf.pow(10.0, gain_db / 20.0), length
+
+
+@dataclass(frozen=True)
+class SpeedPerturb:
+    """Speed perturbation by resampling: duration / rate, pitch * rate (seed: SpeedPerturbAugmentor)."""
+
+    type: ClassVar[str] = "speed"
+    min_speed_rate: float  # slowest rate (> 0); e.g. 0.9 makes an utterance 11% longer
+    max_speed_rate: float  # fastest rate
+    prob: float = 1.0
+
+    def __post_init__(self):
+        _check_prob(self.prob)
+        _check_range("min_speed_rate", self.min_speed_rate, "max_speed_rate", self.max_speed_rate,
+                     low=0.0, low_open=True)
+
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return change_speed(wav, length, _uniform(self.min_speed_rate, self.max_speed_rate))
+
+
+@dataclass(frozen=True)
+class ShiftPerturb:
+    """Time shift padded with silence, length unchanged (seed: ShiftPerturbAugmentor).
+
+    A positive shift advances the audio (drops its start), a negative one delays it.
+    """
+
+    type: ClassVar[str] = "shift"
+    min_shift_ms: float  # most negative shift, milliseconds
+    max_shift_ms: float  # most positive shift, milliseconds
+    prob: float = 1.0
+    sample_rate: int = SAMPLE_RATE  # Hz; set by parse_augmentation, not by the JSON
+
+    def __post_init__(self):
+        _check_prob(self.prob)
+        _check_range("min_shift_ms", self.min_shift_ms, "max_shift_ms", self.max_shift_ms)
+
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        shift_ms = _uniform(self.min_shift_ms, self.max_shift_ms)
+        shift = tf.cast(shift_ms * self.sample_rate / 1000.0, tf.int32)  # truncates toward 0, as the seed
+        return shift_samples(wav, length, shift), length
+
+
+def shift_samples(wav: tf.Tensor, length: tf.Tensor, shift: tf.Tensor) -> tf.Tensor:
+    """`out[t] = wav[t + shift]` inside [0, length), zero elsewhere.
+
+    Args:
+        wav: float32 (samples,).
+        length: int32 scalar, valid samples.
+        shift: int32 scalar; > 0 advances, < 0 delays.
+    Returns:
+        float32 (samples,).
+    """
+    t = tf.range(tf.shape(wav)[0])
+    src = t + shift
+    keep = (t < length) & (src >= 0) & (src < length)
+    return tf.where(keep, tf.gather(wav, tf.clip_by_value(src, 0, tf.shape(wav)[0] - 1)), 0.0)
+
+
+@dataclass(frozen=True)
+class NoisePerturb:
+    """Add a random stretch of a random noise clip at a random SNR (seed: NoisePerturbAugmentor).
+
+    The SNR is measured over the valid samples of the utterance and of the noise stretch added to it; a
+    clip shorter than the utterance is looped.
+    """
+
+    type: ClassVar[str] = "noise"
+    noise_manifest_path: str  # manifest of noise clips (text may be ""); relative to the working directory
+    min_snr_dB: float  # lowest signal-to-noise ratio, dB
+    max_snr_dB: float  # highest signal-to-noise ratio, dB
+    prob: float = 1.0
+    sample_rate: int = SAMPLE_RATE  # Hz; clips are resampled to it when loaded
+    bank: _Bank = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        _check_prob(self.prob)
+        _check_range("min_snr_dB", self.min_snr_dB, "max_snr_dB", self.max_snr_dB)
+        if not isinstance(self.noise_manifest_path, (str, os.PathLike)):
+            raise ValueError(f"`noise_manifest_path` must be a path, got {self.noise_manifest_path!r}")
+        object.__setattr__(self, "bank", _Bank(str(self.noise_manifest_path), self.sample_rate, "noise"))
+
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        length = tf.cast(length, tf.int32)
+        wav = _valid(wav, length)
+        samples, offset, n = self.bank.pick()
+        # A longer clip: a random stretch inside it (the seed). A shorter one: loop it from a random phase.
+        start = tf.where(n >= length, _randint(n - length, []), _randint(n - 1, []))
+        noise = tf.gather(samples, offset + (start + tf.range(length)) % n)
+        snr_db = _uniform(self.min_snr_dB, self.max_snr_dB)
+        noise_power = _mean_square(noise, length)
+        gain = tf.sqrt(_mean_square(wav, length) / tf.maximum(noise_power, MEAN_SQUARE_FLOOR)
+                       / tf.pow(10.0, snr_db / 10.0))
+        gain = tf.where(noise_power > MEAN_SQUARE_FLOOR, gain, 0.0)  # a silent clip adds nothing
+        return wav + _pad_to(gain * noise, tf.shape(wav)[0]), length
+
+
+@dataclass(frozen=True)
+class ImpulseResponse:
+    """Convolve with a random impulse response (seed: ImpulseResponseAugmentor).
+
+    Keeps the length: the output is aligned on the IR's peak (the direct path), so words stay where they
+    were, and is rescaled to the input's RMS over the valid samples.
+    """
+
+    type: ClassVar[str] = "impulse"
+    impulse_manifest_path: str  # manifest of impulse responses; relative to the working directory
+    prob: float = 1.0
+    sample_rate: int = SAMPLE_RATE  # Hz; IRs are resampled to it when loaded
+    bank: _Bank = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        _check_prob(self.prob)
+        if not isinstance(self.impulse_manifest_path, (str, os.PathLike)):
+            raise ValueError(f"`impulse_manifest_path` must be a path, got {self.impulse_manifest_path!r}")
+        object.__setattr__(self, "bank", _Bank(str(self.impulse_manifest_path), self.sample_rate, "impulse"))
+
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        samples, offset, n = self.bank.pick()
+        return convolve(wav, length, samples[offset:offset + n]), length
+
+
+def convolve(wav: tf.Tensor, length: tf.Tensor, impulse: tf.Tensor) -> tf.Tensor:
+    """Reverberate `wav` with `impulse`, keeping its length, alignment and RMS.
+
+    `out = c * np.convolve(wav[:length], impulse)[peak:peak + length]`, where `peak = argmax |impulse|`
+    and `c` restores the input's RMS.
+
+    Args:
+        wav: float32 (samples,).
+        length: int32 scalar, valid samples.
+        impulse: float32 (taps,).
+    Returns:
+        float32 (samples,), zero from `length` on.
+    """
+    length = tf.cast(length, tf.int32)
+    x = wav[:length]
+    peak = tf.argmax(tf.abs(impulse), output_type=tf.int32)
+    y = _fft_convolve(x, impulse, length, peak)
+    gain = tf.sqrt(tf.reduce_sum(tf.square(x)) / tf.maximum(tf.reduce_sum(tf.square(y)), 1e-20))
+    return _pad_to(y * gain, tf.shape(wav)[0])
+
+
+@dataclass(frozen=True)
+class BayesianNormalization:
+    """Causal online gain normalization (seed: AudioSegment.normalize_online_bayesian).
+
+    The mean square is estimated sample by sample with a prior worth `prior_samples` samples at
+    `prior_db`; each sample gets the gain `target_db - 10 log10(estimate)`. For the first `startup_delay`
+    seconds the estimate at the end of that delay is used.
+    """
+
+    type: ClassVar[str] = "bayesian_normal"
+    target_db: float  # target RMS, dBFS
+    prior_db: float  # prior RMS estimate, dBFS
+    prior_samples: float  # prior strength, in samples (>= 0)
+    startup_delay: float = 0.0  # seconds of statistics gathered before the gain starts to move
+    prob: float = 1.0
+    sample_rate: int = SAMPLE_RATE  # Hz; converts startup_delay to samples
+
+    def __post_init__(self):
+        _check_prob(self.prob)
+        _check_number("target_db", self.target_db)
+        _check_number("prior_db", self.prior_db)
+        _check_number("prior_samples", self.prior_samples, low=0.0)
+        _check_number("startup_delay", self.startup_delay, low=0.0)
+
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        length = tf.cast(length, tf.int32)
+        x = tf.cast(wav[:length], tf.float64)  # float64: a running sum over minutes of audio
+        startup = tf.minimum(length - 1, int(self.sample_rate * self.startup_delay))
+        idx = tf.maximum(tf.range(length), startup)  # before the startup index, use the statistics at it
+        cumsum = tf.gather(tf.cumsum(tf.square(x)), idx)
+        count = tf.cast(idx + 1, tf.float64)
+        prior_sum = 10.0 ** (self.prior_db / 10.0) * self.prior_samples
+        mean_square = (cumsum + prior_sum) / (count + float(self.prior_samples))
+        mean_square = tf.maximum(mean_square, 1e-30)  # only bites where the seed gives inf (no prior, zeros)
+        gain_db = self.target_db - 10.0 * tf.math.log(mean_square) / math.log(10.0)
+        y = tf.cast(x * tf.pow(tf.constant(10.0, tf.float64), gain_db / 20.0), tf.float32)
+        return _pad_to(y, tf.shape(wav)[0]), length
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Feature component
+
+
+@dataclass(frozen=True)
+class SpecAugment:
+    """SpecAugment on one utterance's features: time warp, frequency masks, time masks (Park et al. 2019;
+    seed: SpecAugmentor). Everything stays inside the valid `frame_length` frames.
+    """
+
+    type: ClassVar[str] = "specaugment"
+    F: int  # widest frequency mask, bins (width uniform in [0, F])
+    T: int  # widest time mask, frames (width uniform in [0, T])
+    n_freq_masks: int  # frequency masks per utterance
+    n_time_masks: int  # time masks per utterance (ignored when adaptive_number_ratio > 0)
+    p: float = 1.0  # a time mask covers at most this fraction of the frames
+    W: int = 0  # time-warp window, frames; 0 disables warping
+    adaptive_number_ratio: float = 0.0  # > 0: time masks = min(ratio * frames, max_n_time_masks)
+    adaptive_size_ratio: float = 0.0  # > 0: widest time mask = ratio * frames (replaces T)
+    max_n_time_masks: int = 20  # cap on adaptive time masks
+    replace_with_zero: bool = True  # masked value: 0, else the mean of the valid features
+    prob: float = 1.0
+
+    def __post_init__(self):
+        _check_prob(self.prob)
+        for name in ("F", "T", "n_freq_masks", "n_time_masks", "W", "max_n_time_masks"):
+            _check_number(name, getattr(self, name), low=0, integer=True)
+        _check_number("p", self.p, low=0.0, high=1.0, low_open=True)
+        _check_number("adaptive_number_ratio", self.adaptive_number_ratio, low=0.0, high=1.0)
+        _check_number("adaptive_size_ratio", self.adaptive_size_ratio, low=0.0, high=1.0)
+        if not isinstance(self.replace_with_zero, bool):
+            raise ValueError(f"`replace_with_zero` must be true or false, got {self.replace_with_zero!r}")
+
+    def __call__(self, features: tf.Tensor, frame_length: tf.Tensor) -> tf.Tensor:
+        frames, dim = tf.shape(features)[0], tf.shape(features)[1]
+        length = tf.minimum(tf.cast(frame_length, tf.int32), frames)
+        if self.W > 0:
+            features = tf.cond(length > 2 * self.W, lambda: self._warp(features, length),
+                               lambda: features)
+        valid = tf.range(frames) < length  # (frames,)
+
+        # Frequency masks: width f in [0, min(F, dim)], start in [0, dim - f].
+        f = _randint(tf.minimum(self.F, dim), [self.n_freq_masks])
+        f0 = _randint(dim - f, [self.n_freq_masks])
+        freq_mask = _spans(f0, f, dim)  # (dim,)
+
+        # Time masks: width t in [0, T], capped at p * length; start in [0, length - t].
+        if self.adaptive_number_ratio > 0:
+            slots = self.max_n_time_masks
+            n_masks = tf.minimum(tf.cast(tf.cast(length, tf.float32) * self.adaptive_number_ratio,
+                                         tf.int32), self.max_n_time_masks)
+        else:
+            slots, n_masks = self.n_time_masks, self.n_time_masks
+        if self.adaptive_size_ratio > 0:
+            widest = tf.cast(tf.cast(length, tf.float32) * self.adaptive_size_ratio, tf.int32)
+        else:
+            widest = tf.constant(self.T)
+        widest = tf.minimum(widest, tf.cast(tf.cast(length, tf.float32) * self.p, tf.int32))
+        t = _randint(widest, [slots]) * tf.cast(tf.range(slots) < n_masks, tf.int32)
+        t0 = _randint(length - t, [slots])
+        time_mask = _spans(t0, t, frames) & valid  # (frames,)
+
+        mask = (time_mask[:, None] | freq_mask[None, :]) & valid[:, None]  # (frames, dim)
+        if self.replace_with_zero:
+            value = tf.zeros([], features.dtype)
+        else:
+            value = tf.reduce_sum(tf.where(valid[:, None], features, 0.0)) / tf.cast(
+                tf.maximum(length * dim, 1), features.dtype)
+        return tf.where(mask, value, features)
+
+    def _warp(self, x: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+        # Seed: center in [W, length - W), the frame at center moves to warped in [center - W + 1,
+        # center + W]; [0, center) stretches onto [0, warped), [center, length) onto [warped, length).
+        center = self.W + _randint(length - 2 * self.W - 1, [])
+        warped = center - self.W + 1 + _randint(2 * self.W - 1, [])
+        j = tf.cast(tf.range(tf.shape(x)[0]), tf.float32)
+        c, w, n = (tf.cast(v, tf.float32) for v in (center, warped, length))
+        # Half-pixel centres, as image resizing does.
+        left = tf.clip_by_value((j + 0.5) * c / w - 0.5, 0.0, c - 1.0)
+        right = tf.clip_by_value(c + (j - w + 0.5) * (n - c) / (n - w) - 0.5, c, n - 1.0)
+        src = tf.where(j < w, left, right)
+        src = tf.where(j < n, src, j)  # padding frames stay put
+        i0 = tf.cast(tf.floor(src), tf.int32)
+        i1 = tf.minimum(i0 + 1, tf.maximum(length - 1, i0))
+        frac = (src - tf.floor(src))[:, None]
+        return tf.gather(x, i0) * (1.0 - frac) + tf.gather(x, i1) * frac
+
+
+def _spans(starts: tf.Tensor, widths: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
+    """Union of [start, start + width) over the masks, as a bool (size,) vector."""
+    pos = tf.range(size)[None, :]
+    inside = (pos >= starts[:, None]) & (pos < (starts + widths)[:, None])
+    return tf.reduce_any(inside, axis=0) if starts.shape[0] != 0 else tf.zeros([size], tf.bool)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The pipeline
+
+WaveformAugment = Union[VolumePerturb, SpeedPerturb, ShiftPerturb, NoisePerturb, ImpulseResponse,
+                        BayesianNormalization]
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """The parsed pipeline: waveform components, then feature components, each in config order."""
+
+    waveform: tuple[WaveformAugment, ...] = ()  # applied to (wav, length) before the features
+    feature: tuple[SpecAugment, ...] = ()  # applied to (features, frame_length)
+
+    def __bool__(self) -> bool:
+        return bool(self.waveform or self.feature)
+
+    def apply_waveform(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Apply each waveform component with its probability (graph ops; call inside Dataset.map).
+
+        Args:
+            wav: float32 (samples,).
+            length: int32 scalar, valid samples.
+        Returns:
+            `(wav, length)`; the valid samples are `wav[:length]`, the rest is zero.
+        """
+        wav = tf.convert_to_tensor(wav, tf.float32)
+        length = tf.cast(length, tf.int32)
+        for component in self.waveform:
+            wav, length = _maybe(component, wav, length)
+        return wav, length
+
+    def apply_features(self, features: tf.Tensor, frame_length: tf.Tensor) -> tf.Tensor:
+        """Apply each feature component with its probability.
+
+        Args:
+            features: float32 (frames, dim).
+            frame_length: int32 scalar, valid frames.
+        Returns:
+            float32 (frames, dim).
+        """
+        features = tf.convert_to_tensor(features, tf.float32)
+        for component in self.feature:
+            if component.prob >= 1.0:
+                features = component(features, frame_length)
+            elif component.prob > 0.0:
+                features = tf.cond(tf.random.uniform([]) < component.prob,
+                                   lambda c=component: c(features, frame_length), lambda: features)
+        return features
+
+    def to_config(self) -> list[dict]:
+        """The JSON list that parses back to this pipeline (waveform entries first)."""
+        return [_entry(c) for c in (*self.waveform, *self.feature)]
+
+
+def _maybe(component, wav, length):
+    if component.prob >= 1.0:
+        return component(wav, length)
+    if component.prob <= 0.0:
+        return wav, length
+    return tf.cond(tf.random.uniform([]) < component.prob, lambda: component(wav, length),
+                   lambda: (wav, length))
+
+
+def _params(cls) -> tuple[list[str], list[str]]:
+    """(all JSON param names, required ones) of a component class."""
+    names, required = [], []
+    for f in dataclasses.fields(cls):
+        if f.init and f.name not in ("prob", "sample_rate"):
+            names.append(f.name)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                required.append(f.name)
+    return names, required
+
+
+def _entry(component) -> dict:
+    names, _ = _params(type(component))
+    params = {k: getattr(component, k) for k in names}
+    return {"type": component.type, "params": params, "prob": component.prob}
+
+
+def _component_class(kind: str):
+    if kind == "volume":
+        return VolumePerturb
+    if kind == "speed":
+        return SpeedPerturb
+    if kind == "shift":
+        return ShiftPerturb
+    if kind == "noise":
+        return NoisePerturb
+    if kind == "impulse":
+        return ImpulseResponse
+    if kind == "bayesian_normal":
+        return BayesianNormalization
+    if kind == "specaugment":
+        return SpecAugment
+    return None
+
+
+def parse_augmentation(config: list | str | os.PathLike | None,
+                       sample_rate: int = SAMPLE_RATE) -> Augmentation:
+    """Build the pipeline from the seed's JSON format.
+
+    Args:
+        config: the list of entries; a JSON string of it; or the path of a JSON file holding it.
+            None, "" or [] give an empty pipeline.
+        sample_rate: Hz of the waveforms the pipeline will see.
+
+    Returns:
+        an Augmentation.
+
+    Raises:
+        ValueError: bad JSON, an unknown `type`, unknown or missing params, or a bad value; the message
+            names the entry's index, its type and the key.
+        FileNotFoundError: the config file or a noise/impulse manifest doesn't exist.
+    """
+    where = "augmentation config"
+    if config is None or (isinstance(config, str) and not config.strip()):
+        return Augmentation()
+    if isinstance(config, (str, os.PathLike)):
+        text = str(config)
+        if not (isinstance(config, str) and text.lstrip().startswith(("[", "{"))):
+            path = Path(config)
+            if not path.exists():
+                raise FileNotFoundError(f"augmentation config `{path}` does not exist")
+            where, text = f"augmentation config `{path}`", path.read_text(encoding="utf-8")
+        try:
+            config = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{where}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") \
+                from None
+    if not isinstance(config, list):
+        raise ValueError(f"{where}: expected a JSON list of {{\"type\", \"params\", \"prob\"}} objects, "
+                         f"got {type(config).__name__}")
+    waveform, feature = [], []
+    for i, entry in enumerate(config):
+        component = _parse_entry(entry, f"{where}, entry {i}", sample_rate)
+        (feature if isinstance(component, SpecAugment) else waveform).append(component)
+    return Augmentation(tuple(waveform), tuple(feature))
+
+
+def _parse_entry(entry, where: str, sample_rate: int):
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: expected an object with `type`, `params` and `prob`, got {entry!r}")
+    unknown = sorted(set(entry) - {"type", "params", "prob"})
+    missing = [k for k in ("type", "params", "prob") if k not in entry]
+    if unknown or missing:
+        raise ValueError(f"{where}: " + (f"unknown key(s) {unknown}" if unknown else
+                                         f"missing key(s) {missing}") +
+                         "; each entry is {\"type\": ..., \"params\": {...}, \"prob\": p}")
+    kind, params = entry["type"], entry["params"]
+    cls = _component_class(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"{where}: unknown augmentation type {kind!r}; accepted: {', '.join(TYPES)}")
+    where = f"{where} (`{kind}`)"
+    if not isinstance(params, dict):
+        raise ValueError(f"{where}: `params` must be an object, got {params!r}")
+    names, required = _params(cls)
+    unknown = sorted(set(params) - set(names))
+    if unknown:
+        raise ValueError(f"{where}: unknown param(s) {unknown}; accepted: {names}")
+    missing = [k for k in required if k not in params]
+    if missing:
+        raise ValueError(f"{where}: missing param(s) {missing}; required: {required}, accepted: {names}")
+    extra = {"sample_rate": sample_rate} if "sample_rate" in {f.name for f in dataclasses.fields(cls)} \
+        else {}
+    try:
+        return cls(**params, prob=entry["prob"], **extra)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"{where}: {e} (relative paths resolve against the working directory "
+                                f"{os.getcwd()})") from None

@@ -1,0 +1,165 @@
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from deepspeech2.audio import load_audio
+from deepspeech2.data.augment import parse_augmentation
+from deepspeech2.data.pipeline import PipelineConfig, ShardSet, make_dataset, padding_efficiency
+from deepspeech2.data.shards import ShardConfig, make_shards
+from deepspeech2.features import FeatureConfig, compute_features
+from deepspeech2.normalizer import Normalizer
+from deepspeech2.testing import make_manifest
+from deepspeech2.vocab import Vocabulary
+
+FC = FeatureConfig()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus")
+    manifest, utts = make_manifest(d, n=24, min_seconds=0.4, max_seconds=3.0)
+    make_shards(manifest, Vocabulary.english(), ShardConfig(str(d / "shards"), num_shards=3), progress=False)
+    return d, utts
+
+
+def _texts(ds):
+    return [t.decode() for *_, text in ds for t in text.numpy()]
+
+
+def test_batches_match_features_and_labels(corpus):
+    d, utts = corpus
+    rng = np.random.default_rng(0)
+    norm = Normalizer(rng.normal(size=161).astype(np.float32), rng.uniform(1, 2, 161).astype(np.float32), FC)
+    ds = make_dataset([str(d / "shards")], FC, norm, config=PipelineConfig(batch_size=5), keep_text=True)
+    by_text = {}
+    for u in utts:
+        by_text.setdefault(u.text, []).append(u)
+    vocab = Vocabulary.english()
+    seen = 0
+    for feats, n, labels, nl, text in ds:
+        assert feats.shape[0] == n.shape[0] == labels.shape[0] == nl.shape[0] == text.shape[0]
+        assert feats.shape[1] == int(tf.reduce_max(n)) and feats.shape[2] == 161
+        for i in range(feats.shape[0]):
+            t = text[i].numpy().decode()
+            assert labels[i, : nl[i]].numpy().tolist() == vocab.encode(t)
+            assert not np.any(labels[i, nl[i]:].numpy()) and not np.any(feats[i, n[i]:].numpy())
+            # Same features as computing them directly on the audio: one implementation everywhere.
+            matches = []
+            for u in by_text[t]:
+                wav = load_audio(u.audio_filepath)
+                ref, m = compute_features(wav, len(wav), FC)
+                if int(m) == int(n[i]):
+                    matches.append(np.abs(norm.apply(ref, m).numpy() - feats[i, : n[i]].numpy()).max())
+            assert matches and min(matches) < 1e-4
+            seen += 1
+    assert seen == len(utts)
+
+
+def test_sortagrad_first_epoch_sorted_then_shuffled(corpus):
+    d, utts = corpus
+    cfg = PipelineConfig(batch_size=4, num_buckets=3)
+    lengths = [int(x) for _, n, *_ in make_dataset([str(d / "shards")], FC, config=cfg, epoch=0) for x in n]
+    assert lengths == sorted(lengths) and len(lengths) == len(utts)  # exactly sorted across 3 shards
+    e1 = _texts(make_dataset([str(d / "shards")], FC, config=cfg, epoch=1, keep_text=True))
+    e2 = _texts(make_dataset([str(d / "shards")], FC, config=cfg, epoch=2, keep_text=True))
+    assert sorted(e1) == sorted(e2) == sorted(u.text for u in utts)  # every utterance once per epoch
+    assert e1 != e2
+    # The same epoch is the same order (resume mid-epoch relies on it).
+    assert e1 == _texts(make_dataset([str(d / "shards")], FC, config=cfg, epoch=1, keep_text=True))
+    assert _texts(make_dataset([str(d / "shards")], FC, config=PipelineConfig(sortagrad=False, batch_size=4),
+                               epoch=0, keep_text=True)) != _texts(
+        make_dataset([str(d / "shards")], FC, config=cfg, epoch=0, keep_text=True))
+
+
+def test_bucketing_improves_padding_efficiency(corpus):
+    d, _ = corpus
+    plain = padding_efficiency(make_dataset([str(d / "shards")], FC, config=PipelineConfig(
+        batch_size=4, num_buckets=0, sortagrad=False), epoch=1))
+    bucketed = padding_efficiency(make_dataset([str(d / "shards")], FC, config=PipelineConfig(
+        batch_size=4, num_buckets=4, sortagrad=False), epoch=1))
+    assert 0 < plain < bucketed <= 1
+
+
+def test_batch_frames_bounds_padded_size(corpus):
+    d, utts = corpus
+    cfg = PipelineConfig(batch_frames=600, num_buckets=4, max_duration=3.0)
+    total = 0
+    for feats, n, *_ in make_dataset([str(d / "shards")], FC, config=cfg, epoch=1):
+        total += feats.shape[0]
+        assert feats.shape[0] == 1 or feats.shape[0] * feats.shape[1] <= 600 * 1.0 + feats.shape[1]
+    assert total == len(utts)
+
+
+def test_duration_filters(corpus):
+    d, utts = corpus
+    cfg = PipelineConfig(batch_size=8, min_duration=1.0, max_duration=2.0)
+    texts = _texts(make_dataset([str(d / "shards")], FC, config=cfg, keep_text=True))
+    assert len(texts) == sum(1.0 <= u.duration <= 2.0 for u in utts)
+
+
+def test_augmentation_in_pipeline_only_when_training(corpus):
+    d, _ = corpus
+    aug = parse_augmentation([{"type": "volume", "params": {"min_gain_dBFS": 6, "max_gain_dBFS": 6}, "prob": 1.0},
+                              {"type": "specaugment", "params": {"F": 10, "T": 5, "n_freq_masks": 1,
+                                                                  "n_time_masks": 1, "p": 0.5, "W": 0},
+                               "prob": 1.0}])
+    cfg = PipelineConfig(batch_size=24)
+    clean = next(iter(make_dataset([str(d / "shards")], FC, config=cfg)))[0].numpy()
+    augmented = next(iter(make_dataset([str(d / "shards")], FC, augmentation=aug, config=cfg)))[0].numpy()
+    evaluation = next(iter(make_dataset([str(d / "shards")], FC, augmentation=aug, config=cfg,
+                                        training=False)))[0].numpy()
+    np.testing.assert_allclose(evaluation, clean)
+    assert not np.allclose(augmented, clean)
+
+
+def test_input_context_shards_files_across_workers(corpus):
+    d, utts = corpus
+    cfg = PipelineConfig(batch_size=4)
+    parts = []
+    for i in range(2):
+        ctx = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=i, num_replicas_in_sync=2)
+        ds = make_dataset([str(d / "shards")], FC, config=cfg, keep_text=True, input_context=ctx)
+        assert all(b[0].shape[0] <= 2 for b in ds)  # per-replica batch = 4 // 2
+        parts.append(_texts(ds))
+    assert sorted(parts[0] + parts[1]) == sorted(u.text for u in utts)
+    ctx = tf.distribute.InputContext(num_input_pipelines=4, input_pipeline_id=0, num_replicas_in_sync=4)
+    with pytest.raises(ValueError, match="--num_shards"):
+        make_dataset([str(d / "shards")], FC, config=cfg, input_context=ctx)
+
+
+def test_mirrored_strategy_distributes(corpus):
+    d, utts = corpus
+    code = textwrap.dedent(f"""
+        import json, tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        from deepspeech2.data.pipeline import PipelineConfig, make_dataset
+        from deepspeech2.features import FeatureConfig
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        ds = strategy.distribute_datasets_from_function(lambda ctx: make_dataset(
+            [{str(d / "shards")!r}], FeatureConfig(), config=PipelineConfig(batch_size=6), input_context=ctx))
+        sizes = [[int(t.shape[0]) for t in strategy.experimental_local_results(b[0])] for b in ds]
+        print(json.dumps(sizes))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    sizes = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(len(s) == 2 for s in sizes) and all(x <= 3 for s in sizes for x in s)
+    assert sum(map(sum, sizes)) == len(utts)  # replicas take turns: the data set is seen once
+
+
+def test_shardset_merge_order():
+    s = ShardSet(("a", "b", "c"), ((1.0, 4.0), (2.0, 3.0, 9.0), (0.5,)))
+    assert s.merge_order().tolist() == [2, 0, 1, 1, 0, 1]
+
+
+def test_mismatched_normalizer(corpus):
+    d, _ = corpus
+    norm = Normalizer(np.zeros(80, np.float32), np.ones(80, np.float32), FeatureConfig(kind="logmel"))
+    with pytest.raises(ValueError, match="ds2-compute-stats"):
+        make_dataset([str(d / "shards")], FC, norm)
