@@ -34,6 +34,9 @@ demo: deps
 		--out $(DATA)/tiny/shards/dev --num_shards 1
 	$(VENV)/bin/ds2-make-shards --manifest $(DATA)/tiny/test.jsonl --vocab $(DATA)/tiny/vocab.txt \
 		--out $(DATA)/tiny/shards/test --num_shards 1
+	$(VENV)/bin/ds2-prepare noise --speech_manifest $(DATA)/tiny/train.jsonl --out $(DATA)/tiny/noise
+	$(VENV)/bin/ds2-compute-stats --manifest_paths $(DATA)/tiny/train.jsonl --feature linear \
+		--out $(DATA)/tiny/mean_std.npz
 
 test: deps
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
@@ -43,6 +46,7 @@ test-slow: deps
 
 bench: deps
 	$(PY) bench/shards.py
+	$(PY) bench/pipeline.py
 
 # lmplz and build_binary from the kenlm sdist, into .venv/bin (the decoding stage needs them).
 KENLM_BUILD := .kenlm-build
