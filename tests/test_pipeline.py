@@ -163,3 +163,19 @@ def test_mismatched_normalizer(corpus):
     norm = Normalizer(np.zeros(80, np.float32), np.ones(80, np.float32), FeatureConfig(kind="logmel"))
     with pytest.raises(ValueError, match="ds2-compute-stats"):
         make_dataset([str(d / "shards")], FC, norm)
+
+
+def test_ctc_infeasible_utterances_filtered_and_counted(corpus):
+    d, utts = corpus
+    from deepspeech2.data.pipeline import count_infeasible
+    from deepspeech2.data.validate import ctc_min_steps
+
+    stride = 12  # a huge time stride makes the short utterances infeasible
+    out_len = lambda n: n // stride  # noqa: E731
+    bad, total = count_infeasible([str(d / "shards")], FC, out_len)
+    expected_bad = sum((1 + (int(round(u.duration * 16000)) - 320) // 160) // stride < ctc_min_steps(u.text)
+                       for u in utts)
+    assert total == len(utts) and bad == expected_bad and 0 < bad < len(utts)
+    kept = _texts(make_dataset([str(d / "shards")], FC, config=PipelineConfig(batch_size=8), keep_text=True,
+                               output_length=out_len))
+    assert len(kept) == len(utts) - bad

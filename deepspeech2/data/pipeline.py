@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +117,7 @@ def make_dataset(
     training: bool = True,
     keep_text: bool = False,
     input_context: tf.distribute.InputContext | None = None,
+    output_length: Callable[[tf.Tensor], tf.Tensor] | None = None,
 ) -> tf.data.Dataset:
     """Build one epoch of batches.
 
@@ -131,6 +132,9 @@ def make_dataset(
         keep_text: also yield the transcripts, (batch,) tf.string, as a fifth element.
         input_context: from `strategy.distribute_datasets_from_function`; shards files across input
             pipelines (workers) and sizes batches per replica.
+        output_length: the model's feature frames -> output steps; when given, utterances whose labels
+            can't fit (steps < labels + repeats, so CTC is infinite) are dropped. `count_infeasible` counts
+            them from the shard indexes.
 
     Returns:
         A dataset of `(features, feature_lengths, labels, label_lengths[, text])` with shapes
@@ -182,6 +186,8 @@ def make_dataset(
 
     ds = ds.map(featurize, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
     ds = ds.filter(lambda feats, n, *_: n > 0)  # shorter than one analysis window
+    if output_length is not None:
+        ds = ds.filter(lambda feats, n, labels, *_: output_length(n) >= ctc_steps(labels))
 
     dim = feature_config.dim
     padded_shapes = ([None, dim], [], [None], []) + (([],) if keep_text else ())
@@ -200,6 +206,26 @@ def make_dataset(
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.FILE
     options.deterministic = config.deterministic
     return ds.with_options(options).prefetch(AUTOTUNE)
+
+
+def ctc_steps(labels: tf.Tensor) -> tf.Tensor:
+    """CTC output steps needed for (labels,): one per label plus a blank between repeats."""
+    repeats = tf.reduce_sum(tf.cast(tf.equal(labels[1:], labels[:-1]), tf.int32))
+    return tf.size(labels, out_type=tf.int32) + repeats
+
+
+def count_infeasible(shard_dirs: Sequence[str], feature_config: FeatureConfig, output_length: Callable,
+                     config: PipelineConfig = PipelineConfig()) -> tuple[int, int]:
+    """(utterances CTC can't fit, utterances in range) from the shard indexes alone (no audio read)."""
+    bad = total = 0
+    for d in shard_dirs:
+        for s in load_index(d)["shards"]:
+            for seconds, steps in zip(s["durations"], s["label_steps"]):
+                if config.min_duration <= seconds <= config.max_duration:
+                    total += 1
+                    frames = num_frames(int(round(seconds * feature_config.sample_rate)), feature_config)
+                    bad += int(output_length(frames)) < steps
+    return bad, total
 
 
 def padding_efficiency(dataset: tf.data.Dataset, max_batches: int | None = None) -> float:

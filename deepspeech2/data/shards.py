@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, load_audio
 from deepspeech2.data.manifest import Utterance, read_manifest
+from deepspeech2.data.validate import ctc_min_steps
 from deepspeech2.fileio import atomic_path, write_json
 from deepspeech2.vocab import Vocabulary
 
@@ -109,7 +110,7 @@ def _utt_id(u: Utterance) -> str:
 
 
 def _load(u: Utterance, vocab: Vocabulary, sample_rate: int):
-    """Decode and encode one utterance; returns (serialized, seconds) or raises ValueError."""
+    """Decode and encode one utterance; returns (serialized, seconds, CTC steps needed) or raises ValueError."""
     labels = vocab.encode(u.text)
     if not labels:
         raise ValueError("empty transcript")
@@ -118,7 +119,8 @@ def _load(u: Utterance, vocab: Vocabulary, sample_rate: int):
     if not len(wav):
         raise ValueError("no audio samples")
     pcm = (np.clip(wav, -1.0, 32767 / 32768) * 32768.0).round().astype(np.int16)
-    return encode_example(pcm, sample_rate, u.text, labels, _utt_id(u), u.speaker), len(pcm) / sample_rate
+    return (encode_example(pcm, sample_rate, u.text, labels, _utt_id(u), u.speaker), len(pcm) / sample_rate,
+            ctc_min_steps(u.text))
 
 
 def _fingerprint(manifest, vocab: Vocabulary, config: ShardConfig) -> str:
@@ -151,7 +153,7 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
     with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool:
         for i, members in enumerate(assignment):
             path = out / shard_name(i, config.num_shards)
-            count, seconds, shard_durations = 0, 0.0, []
+            count, seconds, shard_durations, label_steps = 0, 0.0, [], []
 
             def load(k):
                 try:
@@ -174,10 +176,12 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
                     seconds += result[1]
                     durations.append(result[1])
                     shard_durations.append(round(result[1], 3))
+                    label_steps.append(result[2])
             # Per-record durations (in file order, i.e. sorted) let the pipeline merge shards into an exactly
-            # sorted SortaGrad epoch without reading any audio.
+            # sorted SortaGrad epoch without reading any audio; the CTC steps each transcript needs let
+            # training count the utterances a model's time stride makes infeasible, also without reading.
             shards.append({"path": path.name, "count": count, "duration": round(seconds, 3),
-                           "durations": shard_durations})
+                           "durations": shard_durations, "label_steps": label_steps})
     bar.close()
     index = {
         "manifest": str(Path(manifest).resolve()),
