@@ -146,6 +146,8 @@ def number_to_chinese(n: int) -> str:
     """Read an integer in Chinese: 2016 -> "二千零一十六", 10 -> "十"."""
     if n == 0:
         return "零"
+    if n >= 10**16:  # beyond 万亿 nobody says the number: read it digit by digit
+        return "".join(_ZH_DIGITS[int(d)] for d in str(n))
     parts, i = [], 0
     while n:
         n, rest = divmod(n, 10000)

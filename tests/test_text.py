@@ -36,6 +36,7 @@ def test_normalize_mandarin():
     assert number_to_chinese(12) == "十二"
     assert number_to_chinese(1005) == "一千零五"
     assert number_to_chinese(100000) == "十万"
+    assert number_to_chinese(12345678901234567890) == "一二三四五六七八九零一二三四五六七八九零"
 
 
 def test_normalize_language_error():

@@ -1,0 +1,244 @@
+"""The tiny synthetic corpus: layout, audio format, disjoint splits, determinism, resuming, failures, zh."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import soundfile as sf
+
+from deepspeech2.data import tiny
+from deepspeech2.data.manifest import read_manifest
+from deepspeech2.data.tiny import TinyCorpusConfig, load_sentences, prepare_tiny
+from deepspeech2.text import is_cjk, normalize_english
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("espeak-ng") and shutil.which("flite") and Path(tiny.FORTUNES_DIR, "fortunes").exists()
+         and Path(tiny.FORTUNES_DIR, "tang300").exists()),
+    reason="needs espeak-ng, flite, fortunes and fortunes-zh (tools/apt-deps.sh base)")
+
+SMALL = dict(hours=0.01, dev_minutes=0.2, test_minutes=0.2, seed=3, progress=False)  # 36 s + 12 s + 12 s
+
+
+def _config(out, **kw):
+    return TinyCorpusConfig(out_dir=out, **{**SMALL, **kw})
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny") / "a"
+    return out, prepare_tiny(_config(out))
+
+
+@pytest.fixture(scope="module")
+def manifests(corpus):
+    out, _ = corpus
+    return {s: read_manifest(out / f"{s}.jsonl") for s in tiny.SPLITS}
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_layout_and_audio_match_the_manifests(corpus, manifests):
+    out, returned = corpus
+    for name in ("train.jsonl", "dev.jsonl", "test.jsonl", "lm_text.txt", "speakers.json"):
+        assert (out / name).is_file(), name
+    for split, utts in manifests.items():
+        assert utts and utts == returned[split]
+        for line in (out / f"{split}.jsonl").read_text().splitlines():  # stored relative to the corpus
+            assert json.loads(line)["audio_filepath"].startswith(f"wav/{split}/")
+        for u in utts:
+            path = Path(u.audio_filepath)
+            assert path.parent.name == u.speaker and path.parent.parent == out / "wav" / split
+            info = sf.info(str(path))
+            assert (info.format, info.subtype, info.samplerate, info.channels) == ("WAV", "PCM_16", 16000, 1)
+            assert info.frames / 16000 == pytest.approx(u.duration, abs=1e-4)
+            assert u.language == "en"
+    # Nothing but the corpus under wav/: extra renders past the target were removed.
+    listed = {Path(u.audio_filepath) for utts in manifests.values() for u in utts}
+    assert set((out / "wav").rglob("*.wav")) == listed
+
+
+def test_each_split_stops_at_its_target(manifests):
+    for split, target in (("train", 36.0), ("dev", 12.0), ("test", 12.0)):
+        durations = [u.duration for u in manifests[split]]
+        assert sum(durations) >= target > sum(durations[:-1])  # the shortest prefix reaching the target
+
+
+def test_splits_are_disjoint_by_speaker_and_sentence(corpus, manifests):
+    out, _ = corpus
+    speakers = {s: {u.speaker for u in manifests[s]} for s in tiny.SPLITS}
+    texts = {s: {u.text for u in manifests[s]} for s in tiny.SPLITS}
+    for a, b in (("train", "dev"), ("train", "test"), ("dev", "test")):
+        assert not speakers[a] & speakers[b], (a, b)
+        assert not texts[a] & texts[b], (a, b)
+    info = json.loads((out / "speakers.json").read_text())
+    declared = {s: [sp for sp in info["splits"][s]] for s in tiny.SPLITS}
+    for s in tiny.SPLITS:
+        assert speakers[s] <= {sp["id"] for sp in declared[s]}
+        assert len(declared[s]) == getattr(TinyCorpusConfig, f"{s}_speakers")
+    # Held-out speakers are new voices, not just new (accent, variant) pairs: no variant or flite voice recurs.
+    voices = {s: {(sp["engine"], sp["variant"] or sp["voice"]) for sp in declared[s]} for s in tiny.SPLITS}
+    assert not voices["train"] & voices["dev"] and not voices["train"] & voices["test"]
+    assert not voices["dev"] & voices["test"]
+    accents = {s: {sp["voice"] for sp in declared[s]} for s in tiny.SPLITS}
+    assert tiny.EN_TEST_ONLY_ACCENT in accents["test"] and tiny.EN_TEST_ONLY_ACCENT not in accents["train"]
+    assert {"flite-slt"} == {sp["id"] for sp in declared["test"] if sp["engine"] == "flite"}
+    assert len(declared["train"]) >= 40
+
+
+def test_texts_are_normalized_sentences(manifests):
+    for utts in manifests.values():
+        for u in utts:
+            assert re.fullmatch(r"[a-z']+( [a-z']+)*", u.text), u.text
+            assert normalize_english(u.text) == u.text
+            assert 3 <= len(u.text.split()) <= 15
+
+
+def test_lm_text_excludes_dev_and_test(corpus, manifests):
+    out, _ = corpus
+    lines = (out / "lm_text.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) > 10_000 and len(set(lines)) == len(lines)
+    held_out = {u.text for s in ("dev", "test") for u in manifests[s]}
+    assert not held_out & set(lines)
+    assert {u.text for u in manifests["train"]} <= set(lines)
+    assert all(re.fullmatch(r"[a-z']+( [a-z']+)*", line) for line in lines)
+
+
+def test_same_seed_gives_identical_corpus(corpus, tmp_path):
+    out, _ = corpus
+    prepare_tiny(_config(tmp_path / "b", num_workers=1))  # a different worker count must not matter
+    a, b = _tree(out), _tree(tmp_path / "b")
+    assert a.keys() == b.keys()
+    assert a == b  # manifests, lm_text, speakers.json and every WAV, byte for byte
+
+
+def test_other_seed_gives_other_corpus(manifests, tmp_path):
+    other = prepare_tiny(_config(tmp_path / "c", seed=4, hours=0.003))
+    assert {u.text for u in other["train"]} != {u.text for u in manifests["train"][:len(other["train"])]}
+
+
+def test_interrupted_run_resumes(corpus, tmp_path):
+    src, _ = corpus
+    out = tmp_path / "resume"
+    shutil.copytree(src, out)
+    before = _tree(out)
+    for name in ("train.jsonl", "dev.jsonl", "test.jsonl", "lm_text.txt", "speakers.json"):
+        (out / name).unlink()
+    wavs = sorted((out / "wav").rglob("*.wav"))
+    deleted = wavs[::7]
+    for p in deleted:
+        p.unlink()
+    (deleted[0].parent / f".{deleted[0].stem}.wav.tmp").write_bytes(b"half a file")  # a write cut short
+    kept = {p: p.stat().st_mtime_ns for p in wavs if p not in deleted}
+
+    prepare_tiny(_config(out))
+    assert _tree(out) == before  # same manifests and audio; the stale temp file is gone
+    assert all(p.stat().st_mtime_ns == t for p, t in kept.items())  # existing WAVs were reused, not rewritten
+
+
+def test_failed_utterances_are_skipped_and_reported(tmp_path, monkeypatch):
+    synthesize = tiny._synthesize
+
+    def flaky(job, espeak, flite):
+        if job.split == "train" and job.index % 4 == 1:
+            raise RuntimeError("synthesizer crashed")
+        return synthesize(job, espeak, flite)
+
+    monkeypatch.setattr(tiny, "_synthesize", flaky)
+    result = prepare_tiny(_config(tmp_path / "flaky", hours=0.005, dev_minutes=0.05, test_minutes=0.05))
+    indices = [int(Path(u.audio_filepath).stem.split("-")[0]) for u in result["train"]]
+    assert indices and all(i % 4 != 1 for i in indices)
+    assert sum(u.duration for u in result["train"]) >= 18.0
+    stats = json.loads((tmp_path / "flaky" / "speakers.json").read_text())["stats"]
+    assert stats["train"]["failed"] == sum(1 for i in range(max(indices) + 1) if i % 4 == 1) > 0
+    assert "synthesizer crashed" in stats["train"]["failures"][0]
+    assert stats["dev"]["failed"] == 0
+
+
+def test_a_broken_synthesizer_stops_the_run(tmp_path, monkeypatch):
+    def broken(job, espeak, flite):
+        raise RuntimeError("no voice data")
+
+    monkeypatch.setattr(tiny, "_synthesize", broken)
+    with pytest.raises(RuntimeError, match="keeps failing.*no voice data"):
+        prepare_tiny(_config(tmp_path / "broken"))
+
+
+def test_mandarin_corpus(tmp_path):
+    out = tmp_path / "zh"
+    result = prepare_tiny(_config(out, language="zh", hours=0.005, dev_minutes=0.1, test_minutes=0.1))
+    for split, utts in result.items():
+        assert utts
+        for u in utts:
+            assert u.language == "zh" and 4 <= len(u.text) <= 20
+            assert all(is_cjk(c) for c in u.text), u.text
+            u.text.encode("gb2312")  # Simplified characters only
+            assert sf.info(u.audio_filepath).samplerate == 16000
+    speakers = {s: {u.speaker for u in utts} for s, utts in result.items()}
+    assert not speakers["train"] & speakers["dev"] and not speakers["train"] & speakers["test"]
+    assert not speakers["dev"] & speakers["test"]
+    held_out = {u.text for s in ("dev", "test") for u in result[s]}
+    lm = (out / "lm_text.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lm) > 10_000 and not held_out & set(lm)
+    assert all(all(is_cjk(c) for c in line) for line in lm)
+
+
+def test_sentence_extraction(tmp_path):
+    (tmp_path / "fortunes").write_text(
+        "Mr. Smith went to Washington.  He liked it!\n"
+        "Then he went home, tired.\n"
+        "\t\t-- Anonymous, \"Some Book,\n\t\tvolume two\"\n%\n"
+        "See http://example.com for more details today.\n%\n"
+        "The NASA people said so many times.\n%\n"
+        "int main() { return 0; } is the smallest program.\n%\n"
+        "He paid $5 for 3 apples on the way.\n%\n"
+        "mr. Smith went to Washington.\n%\n"
+        "8) Use common sense in routing cable.\n%\n"
+        "_\bB_\bo_\bl_\bd text reads fine here.\n%\n"
+        "Mr. Smith went to Washington.\n",
+        encoding="utf-8")
+    (tmp_path / "perl").write_text("Just another Perl hacker, and a good one.\n", encoding="utf-8")
+    assert load_sentences("en", tmp_path) == [
+        "mister smith went to washington", "he liked it", "then he went home tired",
+        "he paid five dollars for three apples on the way", "bold text reads fine here"]
+
+
+def test_mandarin_sentence_extraction(tmp_path):
+    (tmp_path / "tang300").write_text(
+        "\x1b[32m《静夜思》\x1b[m\n\x1b[33m作者：李白\x1b[m\n床前明月光，疑是地上霜。\n举头望明月，低头思故乡。\n%\n"
+        "執手相看淚眼，竟無語凝噎。\n%\n"
+        "用 apt install 安装软件包。\n%\n"
+        "在 Debian 这种规模的项目中，很难避免遇到与你意见不和，或者难以合作\n的人。\n\n    -- Debian 《行为准则》\n",
+        encoding="utf-8")
+    assert load_sentences("zh", tmp_path, max_len=12) == [
+        "床前明月光疑是地上霜", "举头望明月低头思故乡", "很难避免遇到与你意见不和", "或者难以合作的人"]
+
+
+def test_missing_fortunes_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="fortunes"):
+        prepare_tiny(_config(tmp_path / "x", fortunes_dir=str(tmp_path / "nowhere")))
+
+
+@pytest.mark.parametrize("field, value", [("language", "fr"), ("hours", 0), ("dev_minutes", -1.0),
+                                          ("num_workers", 0), ("min_words", 20), ("test_speakers", 1)])
+def test_config_rejects_bad_values(field, value):
+    with pytest.raises(ValueError, match=f"`{field}`"):
+        TinyCorpusConfig(out_dir="x", **{field: value})
+
+
+def test_too_many_speakers_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="`train_speakers` is too large"):
+        prepare_tiny(_config(tmp_path / "x", train_speakers=500))
+
+
+def test_job_parameters_depend_only_on_seed_and_index():
+    sp = tiny.Speaker("espeak-en-us-m1", "espeak-ng", "en-us", "m1", "M", rate=1.0, pitch=1.0)
+    a = [tiny._make_job("train", i, "hello there friend", sp, seed=0) for i in (5, 1, 3)]
+    b = [tiny._make_job("train", i, "hello there friend", sp, seed=0) for i in (1, 3, 5)]
+    assert sorted(a, key=lambda j: j.index) == b
+    assert tiny._make_job("train", 1, "x", sp, seed=1) != tiny._make_job("train", 1, "x", sp, seed=0)
+    assert len({j.key() for j in b}) == 3
+    assert all(0.9 <= j.rate <= 1.1 and 0.9 <= j.pitch <= 1.1 for j in b)
