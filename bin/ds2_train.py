@@ -1,0 +1,88 @@
+"""Train a DeepSpeech2 model (or resume one: re-run the same command).
+
+    ds2-train --flagfile=examples/tiny/tiny.flags
+    ds2-train --flagfile=examples/librispeech/en.flags --workdir runs/en
+
+On a cluster, start the same command on every machine with TF_CONFIG set (see README).
+"""
+
+import dataclasses
+import json
+import logging
+import sys
+
+from absl import app, flags
+from absl import logging as absl_logging
+
+from deepspeech2.data.pipeline import PipelineConfig
+from deepspeech2.model import preset
+from deepspeech2.train import MIXED_POLICIES, OPTIMIZERS, TrainConfig, train
+
+d = TrainConfig.__dataclass_fields__
+p = PipelineConfig()
+flags.DEFINE_string("workdir", None, "Checkpoints, TensorBoard logs and the model bundle.")
+flags.DEFINE_list("train_shards", None, "Training shard folders (ds2-make-shards).")
+flags.DEFINE_list("dev_shards", [], "Dev shard folders, greedy WER/CER each epoch.")
+flags.DEFINE_string("vocab", None, "Vocabulary file.")
+flags.DEFINE_string("mean_std", None, "Normalizer stats (ds2-compute-stats); they fix the features.")
+flags.DEFINE_string("augmentation", "", "Augmentation JSON (seed format).")
+flags.DEFINE_string("model", "ds2-small", "Model preset: tiny, ds2-small, ds2-paper-en, ds2-streaming, ds1.")
+flags.DEFINE_string("model_overrides", "{}", 'JSON of ModelConfig fields to change, e.g. {"rnn_layers": 5}.')
+flags.DEFINE_integer("epochs", d["epochs"].default, "Epochs.")
+flags.DEFINE_integer("batch_size", p.batch_size, "Global batch size (utterances), split over replicas.")
+flags.DEFINE_integer("batch_frames", p.batch_frames, "If > 0, batch by padded frames per replica instead.")
+flags.DEFINE_float("min_duration", p.min_duration, "Drop shorter utterances (s).")
+flags.DEFINE_float("max_duration", p.max_duration, "Drop longer utterances (s).")
+flags.DEFINE_bool("sortagrad", p.sortagrad, "First epoch sorted by duration (DS2 §3.1).")
+flags.DEFINE_integer("num_buckets", p.num_buckets, "Length buckets for shuffled epochs (0 = none).")
+flags.DEFINE_enum("optimizer", d["optimizer"].default, list(OPTIMIZERS), "adam, or sgd (Nesterov momentum).")
+flags.DEFINE_float("learning_rate", d["learning_rate"].default, "Peak learning rate.")
+flags.DEFINE_integer("warmup_steps", d["warmup_steps"].default, "Linear warm-up steps.")
+flags.DEFINE_float("lr_decay", d["lr_decay"].default, "Per-epoch learning-rate factor.")
+flags.DEFINE_float("clipnorm", d["clipnorm"].default, "Global gradient-norm clip (0 = off).")
+flags.DEFINE_enum("mixed_precision", "", list(MIXED_POLICIES), "Mixed-precision policy.")
+flags.DEFINE_bool("jit_compile", False, "XLA-compile the train step.")
+flags.DEFINE_integer("checkpoint_every_steps", d["checkpoint_every_steps"].default, "Checkpoint interval.")
+flags.DEFINE_integer("log_every_steps", d["log_every_steps"].default, "Summary/log interval.")
+flags.DEFINE_bool("histograms", False, "Weight histograms in TensorBoard.")
+flags.DEFINE_string("init_model_path", "", "Fine-tune from this model bundle.")
+flags.DEFINE_integer("benchmark_batch_size", 0, "Benchmark: override the batch size, log every step.")
+flags.DEFINE_integer("benchmark_max_step", 0, "Benchmark: stop after this many steps.")
+flags.DEFINE_integer("seed", 0, "Seed of the shuffles and the initialization.")
+flags.DEFINE_integer("verbose", 1, "0 quiet, 1 progress bar, 2 a line per logged step.")
+flags.mark_flags_as_required(["workdir", "train_shards", "vocab", "mean_std"])
+F = flags.FLAGS
+
+
+def main(argv):
+    del argv
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not F["verbosity"].present:
+        absl_logging.set_verbosity(absl_logging.WARNING)
+    try:
+        model = dataclasses.replace(preset(F.model), **json.loads(F.model_overrides))
+        pipeline = PipelineConfig(batch_size=F.batch_size, batch_frames=F.batch_frames, sortagrad=F.sortagrad,
+                                  num_buckets=F.num_buckets, min_duration=F.min_duration, max_duration=F.max_duration, seed=F.seed)
+        config = TrainConfig(
+            workdir=F.workdir, train_shards=tuple(F.train_shards), dev_shards=tuple(F.dev_shards),
+            vocab_path=F.vocab, normalizer_path=F.mean_std, augmentation_path=F.augmentation, model=model,
+            model_name=F.model, pipeline=pipeline, epochs=F.epochs, optimizer=F.optimizer,
+            learning_rate=F.learning_rate, warmup_steps=F.warmup_steps, lr_decay=F.lr_decay, clipnorm=F.clipnorm,
+            mixed_precision=F.mixed_precision, jit_compile=F.jit_compile,
+            checkpoint_every_steps=F.checkpoint_every_steps, log_every_steps=F.log_every_steps,
+            histograms=F.histograms, init_model_path=F.init_model_path,
+            benchmark_batch_size=F.benchmark_batch_size, benchmark_max_step=F.benchmark_max_step, seed=F.seed,
+            verbose=F.verbose)
+        result = train(config)
+    except (ValueError, FileNotFoundError, TypeError, json.JSONDecodeError) as e:
+        print(json.dumps({"model_name": F.model, "JOB_FAIL_FLAG": 1}))
+        sys.exit(f"ds2-train: error: {e}")
+    print(json.dumps(result["benchmark"]))
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,179 @@
+"""ModelConfig: the architecture of one DeepSpeech model, and the named presets.
+
+A model is: conv front end -> optional FC layers -> RNN stack -> optional row conv -> optional FC layers ->
+dense to `vocab_size` (DS2 Fig. 1). Kernel and stride pairs are written (time, frequency).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from deepspeech2.features import MFCC_CONTEXT, N_MFCC, NUM_LINEAR_BINS
+from deepspeech2.vocab import ENGLISH_CHARS
+
+RNN_TYPES = ("gru", "lstm", "rnn", "cudnn_gru")
+CONV_PADDINGS = ("valid", "same")
+ENGLISH_VOCAB_SIZE = 1 + len(ENGLISH_CHARS)  # 29: CTC blank (id 0), space, apostrophe, a-z
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture hyper-parameters. Saved as JSON next to every checkpoint and export."""
+
+    feature_dim: int = NUM_LINEAR_BINS  # input features per frame (161 linear-spectrogram bins)
+    vocab_size: int = ENGLISH_VOCAB_SIZE  # softmax size, CTC blank included (blank is id 0)
+    conv_filters: tuple[int, ...] = (32, 32)  # output channels of each 2-D conv; () = no conv front end
+    conv_kernel_sizes: tuple[tuple[int, int], ...] = ((3, 3), (3, 3))  # (time, freq) kernel per conv
+    conv_strides: tuple[tuple[int, int], ...] = ((2, 2), (2, 2))  # (time, freq) stride per conv
+    conv_padding: str = "valid"  # "valid" (no padding) or "same" (zero pad (k-1)//2 before, k//2 after)
+    fc_before_units: tuple[int, ...] = ()  # clipped-ReLU FC layers between front end and RNNs (DS1)
+    rnn_type: str = "gru"  # "gru", "lstm", "rnn" (BatchNormRNN cells) or "cudnn_gru" (keras.layers.GRU)
+    rnn_layers: int = 3  # number of recurrent layers
+    rnn_units: int = 512  # hidden units per direction
+    bidirectional: bool = False  # two directions, outputs summed (DS2 §3.2)
+    rnn_batch_norm: bool = True  # sequence-wise BN on RNN input projections (DS2 §3.2 eq. 4); not "cudnn_gru"
+    row_conv_context: int = 0  # future steps the row conv sees (DS2 §3.5); 0 = no row conv
+    fc_after_units: tuple[int, ...] = ()  # clipped-ReLU FC layers between RNNs and the output layer
+    fc_dropout: float = 0.0  # dropout rate after each FC layer (DS1 uses 0.05)
+
+    def __post_init__(self):
+        for name in ("feature_dim", "vocab_size", "rnn_layers", "rnn_units"):
+            _check_positive_int(name, getattr(self, name))
+        if self.vocab_size < 2:
+            raise ValueError(f"`vocab_size` must be >= 2 (blank plus one symbol), got {self.vocab_size!r}")
+        n_conv = len(self.conv_filters)
+        for name in ("conv_kernel_sizes", "conv_strides"):
+            pairs = getattr(self, name)
+            if len(pairs) != n_conv:
+                raise ValueError(f"`{name}` needs one (time, freq) pair per conv layer ({n_conv}, from "
+                                 f"`conv_filters`), got {pairs!r}")
+            for pair in pairs:
+                if len(pair) != 2 or not all(isinstance(v, int) and v > 0 for v in pair):
+                    raise ValueError(f"`{name}` entries must be (time, freq) positive ints, got {pair!r}")
+        if not 0 <= n_conv <= 3:
+            raise ValueError(f"`conv_filters` must list 0 to 3 conv layers (DS2 Table 3), got {self.conv_filters!r}")
+        for name in ("conv_filters", "fc_before_units", "fc_after_units"):
+            for units in getattr(self, name):
+                _check_positive_int(name, units)
+        if self.conv_padding not in CONV_PADDINGS:
+            raise ValueError(f"`conv_padding` must be one of {CONV_PADDINGS}, got {self.conv_padding!r}")
+        if self.rnn_type not in RNN_TYPES:
+            raise ValueError(f"`rnn_type` must be one of {RNN_TYPES}, got {self.rnn_type!r}")
+        if isinstance(self.row_conv_context, bool) or not isinstance(self.row_conv_context, int) \
+                or self.row_conv_context < 0:
+            raise ValueError(f"`row_conv_context` must be a non-negative int, got {self.row_conv_context!r}")
+        if self.row_conv_context and self.bidirectional:
+            raise ValueError("`row_conv_context` > 0 is for unidirectional models (DS2 §3.5); got "
+                             f"row_conv_context={self.row_conv_context} with bidirectional=True")
+        if not 0.0 <= self.fc_dropout < 1.0:
+            raise ValueError(f"`fc_dropout` must be in [0, 1), got {self.fc_dropout!r}")
+        if self.frontend_output_dim < 1:
+            raise ValueError(f"the conv front end leaves no frequency bins for `feature_dim`={self.feature_dim}; "
+                             "use smaller kernels/strides or `conv_padding`='same'")
+
+    @property
+    def time_stride(self) -> int:
+        """Input frames per output step (the product of the conv time strides)."""
+        stride = 1
+        for time_stride, _ in self.conv_strides:
+            stride *= time_stride
+        return stride
+
+    @property
+    def frontend_output_dim(self) -> int:
+        """Features per step after the conv front end: frequency bins left x channels of the last conv."""
+        if not self.conv_filters:
+            return self.feature_dim
+        bins = self.feature_dim
+        for (_, kernel), (_, stride) in zip(self.conv_kernel_sizes, self.conv_strides):
+            bins = -(-bins // stride) if self.conv_padding == "same" else (bins - kernel) // stride + 1
+        return bins * self.conv_filters[-1]
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (tuples become lists)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> ModelConfig:
+        """Inverse of `to_dict`. Raises ValueError on keys that are not fields."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - fields)
+        if unknown:
+            raise ValueError(f"unknown ModelConfig keys {unknown}; valid keys are {sorted(fields)}")
+        values = dict(values)
+        for name in ("conv_kernel_sizes", "conv_strides"):
+            if name in values:
+                values[name] = tuple(tuple(pair) for pair in values[name])
+        for name in ("conv_filters", "fc_before_units", "fc_after_units"):
+            if name in values:
+                values[name] = tuple(values[name])
+        return cls(**values)
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int, got {value!r}")
+
+
+# Fast CPU tests: one small conv, two small GRUs, one of each direction's worth of code paths.
+TINY = ModelConfig(
+    conv_filters=(4,),
+    conv_kernel_sizes=((3, 5),),
+    conv_strides=((2, 4),),  # 161 bins -> 40 bins x 4 channels = 160 features per step
+    rnn_layers=2,
+    rnn_units=16,
+    bidirectional=True,
+)
+
+# The benchmark workload: PaddleSpeech's DS2 front end (two 3x3 convs, stride 2 in time and frequency,
+# 32 channels: 161 bins -> 80 -> 39, 39 x 32 = 1248 features per step, 4x fewer steps) and 3 GRU-512.
+DS2_SMALL = ModelConfig()
+
+# DS2's English model: DS2 Table 3's best 2-D front end (41x11, 21x11, 21x11 filters written
+# frequency x time in the paper; 32, 32, 96 channels; time strides 2, 1, 1) and 7 bidirectional GRUs
+# of 1760 units.
+DS2_PAPER_EN = ModelConfig(
+    conv_filters=(32, 32, 96),
+    conv_kernel_sizes=((11, 41), (11, 21), (11, 21)),
+    conv_strides=((2, 2), (1, 2), (1, 2)),
+    conv_padding="same",
+    rnn_layers=7,
+    rnn_units=1760,
+    bidirectional=True,
+)
+
+# Streamable: unidirectional GRUs, and a row conv that looks 3 steps (120 ms at stride 4) ahead
+# instead of a backward RNN (DS2 §3.5).
+DS2_STREAMING = ModelConfig(
+    rnn_layers=5,
+    rnn_units=1024,
+    row_conv_context=3,
+)
+
+# Mozilla DeepSpeech 1: 26 MFCCs with +-9 frames of context (494 dims) into 3 clipped-ReLU FC layers,
+# one bidirectional LSTM, one more FC layer, softmax; dropout 0.05; no conv and no batch norm.
+DS1 = ModelConfig(
+    feature_dim=N_MFCC * (2 * MFCC_CONTEXT + 1),
+    conv_filters=(),
+    conv_kernel_sizes=(),
+    conv_strides=(),
+    fc_before_units=(2048, 2048, 2048),
+    rnn_type="lstm",
+    rnn_layers=1,
+    rnn_units=2048,
+    bidirectional=True,
+    rnn_batch_norm=False,
+    fc_after_units=(2048,),
+    fc_dropout=0.05,
+)
+
+PRESETS = {"tiny": TINY, "ds2-small": DS2_SMALL, "ds2-paper-en": DS2_PAPER_EN, "ds2-streaming": DS2_STREAMING,
+           "ds1": DS1}
+
+
+def preset(name: str) -> ModelConfig:
+    """The preset called `name` (one of `PRESETS`), for command lines."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown model preset `name`={name!r}; choose one of {sorted(PRESETS)}")
+    return PRESETS[name]
