@@ -54,7 +54,7 @@ kenlm: deps $(VENV)/bin/lmplz
 $(VENV)/bin/lmplz:
 	@tools/apt-deps.sh kenlm
 	rm -rf $(KENLM_BUILD) && mkdir -p $(KENLM_BUILD)
-	$(PY) -m pip download -q --no-deps --no-binary=:all: -d $(KENLM_BUILD) "kenlm==$$(grep '^kenlm==' requirements.lock | cut -d= -f3)"
+	$(PY) -m pip download -q --no-deps --no-binary=kenlm -d $(KENLM_BUILD) "kenlm==$$(grep '^kenlm==' requirements.lock | cut -d= -f3)"
 	tar -xzf $(KENLM_BUILD)/kenlm-*.tar.gz -C $(KENLM_BUILD)
 	cmake -S $(KENLM_BUILD)/kenlm-*/ -B $(KENLM_BUILD)/build -DCMAKE_BUILD_TYPE=Release -DKENLM_MAX_ORDER=6 > $(KENLM_BUILD)/cmake.log
 	cmake --build $(KENLM_BUILD)/build -j2 --target lmplz build_binary > $(KENLM_BUILD)/build.log

@@ -307,6 +307,7 @@ def train(config: TrainConfig) -> dict:
     timings, history = [], {"loss": [], "dev_wer": [], "dev_cer": [], "epochs_completed": 0}
     bad_in_row, skipped_batches = 0, 0
     fp_item = {"": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}[config.mixed_precision]
+    benchmark = bool(config.benchmark_batch_size or config.benchmark_max_step)  # log every step
     stop = False
     try:
         while int(epoch_var.numpy()) < config.epochs and not stop:
@@ -322,7 +323,7 @@ def train(config: TrainConfig) -> dict:
             sorted_epoch = epoch == 0 and pipeline.sortagrad
             bar = keras.utils.Progbar(steps_per_epoch if sorted_epoch else None,
                                       stateful_metrics=["loss", "lr", "ips"],
-                                      verbose=1 if config.verbose == 1 and chief else 0)
+                                      verbose=1 if config.verbose == 1 and chief and not benchmark else 0)
             if config.verbose and chief:
                 print(f"epoch {epoch + 1}/{config.epochs}" + (f" (resuming at batch {skip})" if skip else "")
                       + (" [SortaGrad: sorted by duration]" if epoch == 0 and pipeline.sortagrad else ""))
@@ -354,7 +355,6 @@ def train(config: TrainConfig) -> dict:
                 history["loss"].append(loss)
                 lr = float(optimizer.inner_optimizer.learning_rate)
                 bar.add(1, [("loss", loss), ("lr", lr), ("ips", ips)])
-                benchmark = bool(config.benchmark_batch_size or config.benchmark_max_step)
                 if chief and (benchmark or current % config.log_every_steps == 0):
                     with train_writer.as_default(step=current):
                         tf.summary.scalar("loss", loss)

@@ -3,13 +3,14 @@
 #   tools/apt-deps.sh base    # audio + corpus synthesis (make demo / make test)
 #   tools/apt-deps.sh kenlm   # compilers and libraries for lmplz/build_binary (make kenlm)
 # As root it installs what is missing; otherwise it prints the exact apt-get line and exits 1.
+# DS2_APT_EXTRA="pkg ..." adds packages to require (e.g. sph2pipe for compressed WSJ audio).
 set -euo pipefail
 
 base=(espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-zh)
 kenlm=(cmake g++ make libboost-program-options-dev libboost-system-dev libboost-thread-dev
        libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev libeigen3-dev)
 
-want=()
+want=(${DS2_APT_EXTRA:-})
 for set in "$@"; do
   case "$set" in
     base) want+=("${base[@]}") ;;
