@@ -217,9 +217,17 @@ def train(config: TrainConfig) -> dict:
     Raises:
         ValueError / FileNotFoundError: bad inputs, or `max_bad_batches` non-finite batches in a row.
     """
-    tf.random.set_seed(config.seed)
+    previous_policy = keras.mixed_precision.global_policy()
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(config.mixed_precision)
+    try:
+        return _train(config)
+    finally:
+        keras.mixed_precision.set_global_policy(previous_policy)  # the policy is process-global
+
+
+def _train(config: TrainConfig) -> dict:
+    tf.random.set_seed(config.seed)
     vocab = Vocabulary.load(config.vocab_path)
     normalizer = Normalizer.load(config.normalizer_path)
     feature_config = normalizer.feature_config

@@ -63,6 +63,14 @@ def test_train_two_epochs_writes_bundle(data, tmp_path):
     assert {p.parent.name for p in events} == {"train", "dev"}
 
 
+def test_bf16_mixed_precision(data, tmp_path):
+    result = train(_config(data, tmp_path / "run", epochs=1, mixed_precision="mixed_bfloat16"))
+    assert result["benchmark"]["fp_item"] == "bf16" and all(np.isfinite(result["loss"]))
+    assert result["model"].get_layer("logits").compute_dtype == "float32"  # CTC sees fp32 logits
+    assert any(w.dtype == "float32" for w in result["model"].weights)  # fp32 master weights
+    assert keras.mixed_precision.global_policy().name == "float32"  # restored for the rest of the process
+
+
 def test_non_finite_batches_are_skipped_then_stop_the_job(data, tmp_path, monkeypatch):
     import deepspeech2.train as train_module
 
