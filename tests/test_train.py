@@ -63,6 +63,22 @@ def test_train_two_epochs_writes_bundle(data, tmp_path):
     assert {p.parent.name for p in events} == {"train", "dev"}
 
 
+def test_sparse_ctc_matches_tf_and_keras_reference():
+    from deepspeech2.model import ctc_loss
+    from deepspeech2.train import sparse_ctc_loss
+
+    rng = np.random.default_rng()
+    logits = rng.normal(size=(4, 30, 29)).astype(np.float32)
+    labels = rng.integers(1, 29, (4, 10)).astype(np.int32)
+    label_lengths = np.array([10, 7, 3, 1], np.int32)
+    logit_lengths = np.array([30, 25, 12, 5], np.int32)
+    labels[np.arange(10)[None] >= label_lengths[:, None]] = 0
+    ours = sparse_ctc_loss(labels, label_lengths, logits, logit_lengths).numpy()
+    np.testing.assert_allclose(ours, ctc_loss(labels, label_lengths, logits, logit_lengths), rtol=1e-4)
+    dense = tf.nn.ctc_loss(labels, logits, label_lengths, logit_lengths, logits_time_major=False, blank_index=0)
+    np.testing.assert_allclose(ours, dense.numpy(), rtol=1e-4)
+
+
 def test_bf16_mixed_precision(data, tmp_path):
     result = train(_config(data, tmp_path / "run", epochs=1, mixed_precision="mixed_bfloat16"))
     assert result["benchmark"]["fp_item"] == "bf16" and all(np.isfinite(result["loss"]))
@@ -74,11 +90,11 @@ def test_bf16_mixed_precision(data, tmp_path):
 def test_non_finite_batches_are_skipped_then_stop_the_job(data, tmp_path, monkeypatch):
     import deepspeech2.train as train_module
 
-    real = train_module.ctc_loss
+    real = train_module.sparse_ctc_loss
     def poisoned(*args):  # every loss is NaN
         return real(*args) * tf.constant(np.nan)
 
-    monkeypatch.setattr(train_module, "ctc_loss", poisoned)
+    monkeypatch.setattr(train_module, "sparse_ctc_loss", poisoned)
     with pytest.raises(ValueError, match="3 non-finite batches in a row"):
         train(_config(data, tmp_path / "run", epochs=1, max_bad_batches=3))
 

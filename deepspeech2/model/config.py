@@ -7,9 +7,11 @@ dense to `vocab_size` (DS2 Fig. 1). Kernel and stride pairs are written (time, f
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from deepspeech2.features import MFCC_CONTEXT, N_MFCC, NUM_LINEAR_BINS
+from deepspeech2.model.layers import conv_stack_output_length
 from deepspeech2.vocab import ENGLISH_CHARS
 
 RNN_TYPES = ("gru", "lstm", "rnn", "cudnn_gru")
@@ -32,7 +34,7 @@ class ModelConfig:
     rnn_layers: int = 3  # number of recurrent layers
     rnn_units: int = 512  # hidden units per direction
     bidirectional: bool = False  # two directions, outputs summed (DS2 §3.2)
-    rnn_batch_norm: bool = True  # sequence-wise BN on RNN input projections (DS2 §3.2 eq. 4); not "cudnn_gru"
+    rnn_batch_norm: bool = True  # sequence-wise BN on RNN input projections (DS2 §3.2 eq. 4); "cudnn_gru" has none
     row_conv_context: int = 0  # future steps the row conv sees (DS2 §3.5); 0 = no row conv
     fc_after_units: tuple[int, ...] = ()  # clipped-ReLU FC layers between RNNs and the output layer
     fc_dropout: float = 0.0  # dropout rate after each FC layer (DS1 uses 0.05)
@@ -75,23 +77,19 @@ class ModelConfig:
     @property
     def time_stride(self) -> int:
         """Input frames per output step (the product of the conv time strides)."""
-        stride = 1
-        for time_stride, _ in self.conv_strides:
-            stride *= time_stride
-        return stride
+        return math.prod(stride for stride, _ in self.conv_strides)
 
     @property
     def frontend_output_dim(self) -> int:
         """Features per step after the conv front end: frequency bins left x channels of the last conv."""
         if not self.conv_filters:
             return self.feature_dim
-        bins = self.feature_dim
-        for (_, kernel), (_, stride) in zip(self.conv_kernel_sizes, self.conv_strides):
-            bins = -(-bins // stride) if self.conv_padding == "same" else (bins - kernel) // stride + 1
+        bins = conv_stack_output_length(self.feature_dim, [k for _, k in self.conv_kernel_sizes],
+                                        [s for _, s in self.conv_strides], self.conv_padding)
         return bins * self.conv_filters[-1]
 
     def to_dict(self) -> dict:
-        """A JSON-ready dict (tuples become lists)."""
+        """The fields as a dict, ready for `json.dumps` (which writes the tuples as lists)."""
         return dataclasses.asdict(self)
 
     @classmethod
@@ -116,7 +114,7 @@ def _check_positive_int(name, value):
         raise ValueError(f"`{name}` must be a positive int, got {value!r}")
 
 
-# Fast CPU tests: one small conv, two small GRUs, one of each direction's worth of code paths.
+# Fast CPU tests: one small conv and two small bidirectional GRUs.
 TINY = ModelConfig(
     conv_filters=(4,),
     conv_kernel_sizes=((3, 5),),

@@ -7,7 +7,7 @@ import numpy as np
 from keras import ops
 
 from deepspeech2.model.config import ModelConfig
-from deepspeech2.model.layers import ConvFrontEnd, FullyConnected, RowConv, conv_output_length
+from deepspeech2.model.layers import ConvFrontEnd, FullyConnected, RowConv, conv_stack_output_length
 from deepspeech2.model.rnn import BatchNormRNN, KerasGRU
 
 
@@ -44,10 +44,9 @@ def build_model(config: ModelConfig, name: str = "deepspeech2") -> keras.Model:
 
 
 def output_length(config: ModelConfig, feature_lengths):
-    """Output steps for `feature_lengths` input frames (int, array or int tensor)."""
-    for (kernel, _), (stride, _) in zip(config.conv_kernel_sizes, config.conv_strides):
-        feature_lengths = conv_output_length(feature_lengths, kernel, stride, config.conv_padding)
-    return feature_lengths
+    """Output steps for `feature_lengths` input frames (int or int tensor)."""
+    return conv_stack_output_length(feature_lengths, [k for k, _ in config.conv_kernel_sizes],
+                                    [s for s, _ in config.conv_strides], config.conv_padding)
 
 
 def log_probs(model: keras.Model, features, feature_lengths, training=False):
@@ -82,7 +81,5 @@ def predict_log_probs(model: keras.Model, features, feature_lengths, batch_size:
     outputs = model.predict({"features": np.asarray(features, np.float32),
                              "feature_lengths": np.asarray(feature_lengths, np.int32)},
                             batch_size=batch_size, verbose=0)
-    logits = outputs["logits"]
-    log_probs_ = logits - np.max(logits, axis=-1, keepdims=True)
-    log_probs_ -= np.log(np.sum(np.exp(log_probs_), axis=-1, keepdims=True))
-    return log_probs_, outputs["output_lengths"]
+    shifted = outputs["logits"] - outputs["logits"].max(axis=-1, keepdims=True)  # stable log-softmax
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True)), outputs["output_lengths"]

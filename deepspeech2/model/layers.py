@@ -15,10 +15,15 @@ from keras import ops
 RELU_CLIP = 20.0  # clipped ReLU min(max(x, 0), 20) (DS2 §3.1)
 
 
-@keras.saving.register_keras_serializable(package="deepspeech2")
-def clipped_relu(x):
-    """min(max(x, 0), 20) (DS2 §3.1)."""
-    return ops.clip(x, 0.0, RELU_CLIP)
+def clipped_relu(x, mask=None):
+    """min(max(x, 0), 20) (DS2 §3.1), times `mask` (broadcastable to `x`) when given.
+
+    Written as a rescaled relu6, with the mask folded into the rescaling: TF runs relu6 and its gradient
+    as one fused kernel each, while min/max clipping and a separate mask cost about twice as many passes
+    over the (large) conv activations.
+    """
+    scale = RELU_CLIP / 6.0 if mask is None else mask * (RELU_CLIP / 6.0)
+    return ops.relu6(x * (6.0 / RELU_CLIP)) * scale
 
 
 def sequence_mask(lengths, max_length, dtype="bool"):
@@ -37,6 +42,87 @@ def conv_output_length(length, kernel, stride, padding):
         return (length + stride - 1) // stride
     out = (length - kernel) // stride + 1
     return max(out, 0) if isinstance(out, int) else ops.maximum(out, 0)
+
+
+def conv_stack_output_length(length, kernels, strides, padding):
+    """`conv_output_length` through a stack of convs: one kernel and stride per conv along this axis."""
+    for kernel, stride in zip(kernels, strides):
+        length = conv_output_length(length, kernel, stride, padding)
+    return length
+
+
+def _channel_sums(x, weights):
+    """Per-channel sums of `x` `(B, T[, F], C)` over all but the channel axis, weighting frame `(b, t)` by
+    `weights[b, t]` `(B, T)`: a tensordot, i.e. one matmul that reads `x` once (TF's reductions over
+    leading axes are several times slower)."""
+    sums = ops.tensordot(weights, x, axes=([0, 1], [0, 1]))  # ([F,] C)
+    return sums if len(sums.shape) == 1 else ops.sum(sums, axis=0)
+
+
+def _frame_count(x, weights):
+    """Valid frames times positions per frame (the frequency bins of conv activations); at least 1."""
+    return ops.maximum(ops.sum(weights), 1.0) * math.prod(x.shape[2:-1])
+
+
+def masked_moments(x, weights):
+    """Per-channel mean and variance over the frames with weight 1.
+
+    Args:
+        x: `(batch, time, channels)` or `(batch, time, freq, channels)` fp32.
+        weights: `(batch, time)` fp32, 1 for valid frames and 0 for padding.
+
+    Returns:
+        `(mean, variance)`, each `(channels,)`.
+    """
+    count = _frame_count(x, weights)
+    mean = _channel_sums(x, weights) / count
+    # E[x^2] - E[x]^2 saves a pass over x against E[(x - mean)^2]; in fp32 the cancellation error stays
+    # small for activations whose mean is not far above their spread.
+    return mean, ops.maximum(_channel_sums(ops.square(x), weights) / count - ops.square(mean), 0.0)
+
+
+@ops.custom_gradient
+def _batch_normalize(x, weights, mean, inv_std, gamma, beta):
+    """`gamma * (x - mean) * inv_std + beta` for the masked batch statistics `mean`, `inv_std` of `x`, with
+    the full BN gradient (through the statistics) written out: a few passes over `x` instead of autodiff's
+    many.
+
+    Args:
+        x: `(batch, time[, freq], channels)` fp32.
+        weights: `(batch, time)` fp32, 1 for the frames the statistics were taken over.
+        mean: `(channels,)` masked mean of `x` (no gradient needed).
+        inv_std: `(channels,)` `1 / sqrt(masked variance + epsilon)` (no gradient needed).
+        gamma: `(channels,)` scale.
+        beta: `(channels,)` offset.
+
+    Returns:
+        Same shape as `x`.
+    """
+    scale = gamma * inv_std
+
+    def grad(*args, upstream=None):
+        g = upstream_gradient(args, upstream)
+        # y is defined on every frame, so dgamma and dbeta sum over all of them.
+        everywhere = ops.ones_like(weights)
+        d_beta = _channel_sums(g, everywhere)
+        d_gamma = (_channel_sums(g * x, everywhere) - mean * d_beta) * inv_std  # sum(g * x_hat)
+        # dx = scale * (g - w * (d_beta + x_hat * d_gamma) / count): the statistics only saw frames with w = 1.
+        count = _frame_count(x, weights)
+        c1 = scale * inv_std * d_gamma / count
+        c0 = scale * d_beta / count - mean * c1
+        w = ops.reshape(weights, ops.shape(weights) + (1,) * (len(x.shape) - 2))  # (B, T, 1[, 1])
+        zeros = ops.zeros_like(mean)
+        return g * scale - w * (x * c1 + c0), ops.zeros_like(weights), zeros, zeros, d_gamma, d_beta
+
+    return x * scale + (beta - mean * scale), grad
+
+
+def upstream_gradient(args, upstream):
+    """The output gradient inside a `keras.ops.custom_gradient` function's `grad(*args, upstream=None)`.
+
+    TF passes it positionally, JAX as the single argument, torch as `upstream`.
+    """
+    return args[0] if upstream is None else upstream
 
 
 @keras.saving.register_keras_serializable(package="deepspeech2")
@@ -77,19 +163,16 @@ class SequenceBatchNorm(keras.layers.Layer):
     def call(self, inputs, mask, training=None):
         x = ops.cast(inputs, "float32")  # statistics in fp32 also under mixed precision
         if training:
-            # Masked sums over batch x time (x frequency) as contractions with the 0/1 frame weights: one
-            # read of `x` each, no masked copy.
-            weights = ops.cast(mask, "float32")  # (B, T)
-            spec = "bt,btc->c" if len(x.shape) == 3 else "bt,btfc->c"
-            count = ops.maximum(ops.sum(weights) * math.prod(x.shape[2:-1]), 1.0)  # frames x bins per frame
-            mean = ops.einsum(spec, weights, x) / count
-            centered = x - mean
-            variance = ops.einsum(spec, weights, ops.square(centered)) / count
+            weights = ops.cast(mask, "float32")
+            mean, variance = masked_moments(ops.stop_gradient(x), weights)
             self.moving_mean.assign(self.momentum * self.moving_mean + (1.0 - self.momentum) * mean)
             self.moving_variance.assign(self.momentum * self.moving_variance + (1.0 - self.momentum) * variance)
+            # Variables go in as tensors: TF's custom_gradient must not see variable reads inside.
+            gamma, beta = ops.cast(self.gamma, "float32"), ops.cast(self.beta, "float32")
+            y = _batch_normalize(x, weights, mean, ops.rsqrt(variance + self.epsilon), gamma, beta)
         else:
-            centered, variance = x - self.moving_mean, self.moving_variance
-        y = centered * (self.gamma * ops.rsqrt(variance + self.epsilon)) + self.beta
+            scale = self.gamma * ops.rsqrt(self.moving_variance + self.epsilon)
+            y = x * scale + (self.beta - self.moving_mean * scale)
         return ops.cast(y, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
@@ -105,8 +188,9 @@ class SequenceBatchNorm(keras.layers.Layer):
 class ConvFrontEnd(keras.layers.Layer):
     """1-3 2-D convolutions over (time, frequency), each with masked BN and clipped ReLU (DS2 §3.1, §3.2).
 
-    Padding frames are zeroed before every conv, so outputs at valid steps do not depend on how much
-    padding the batch has. Time and frequency are padded alike: "valid" (none; a batch must then be at
+    Padding frames are zero going into every conv (the input is masked, and each clipped ReLU multiplies
+    by the mask), so outputs at valid steps do not depend on how much padding the batch has, and BN
+    statistics cover valid frames only. Time and frequency are padded alike: "valid" (none; a batch must then be at
     least as long as the receptive field) or "same" (zeros, `(k - 1) // 2` before and `k // 2` after:
     explicit, so it never depends on the padded length).
 
@@ -139,19 +223,20 @@ class ConvFrontEnd(keras.layers.Layer):
         self.padding = padding
         self.convs = [keras.layers.Conv2D(f, k, strides=s, use_bias=False, name=f"conv{i}")
                       for i, (f, k, s) in enumerate(zip(self.filters, self.kernel_sizes, self.strides))]
-        self.norms = [SequenceBatchNorm(name=f"bn{i}") for i in range(len(self.filters))]
+        # fp32 even under mixed precision: elementwise math on these large activations is faster in fp32
+        # on CPU, and BN wants fp32 statistics anyway.
+        self.norms = [SequenceBatchNorm(dtype="float32", name=f"bn{i}") for i in range(len(self.filters))]
 
     def output_length(self, input_length):
         """Steps out for `input_length` frames in (int or int tensor)."""
-        for (kernel, _), (stride, _) in zip(self.kernel_sizes, self.strides):
-            input_length = conv_output_length(input_length, kernel, stride, self.padding)
-        return input_length
+        return conv_stack_output_length(input_length, [k[0] for k in self.kernel_sizes],
+                                        [s[0] for s in self.strides], self.padding)
 
     def output_dim(self, feature_dim):
         """Features per output step for `feature_dim` input bins."""
-        for (_, kernel), (_, stride) in zip(self.kernel_sizes, self.strides):
-            feature_dim = conv_output_length(feature_dim, kernel, stride, self.padding)
-        return feature_dim * self.filters[-1]
+        bins = conv_stack_output_length(feature_dim, [k[1] for k in self.kernel_sizes], [s[1] for s in self.strides],
+                                        self.padding)
+        return bins * self.filters[-1]
 
     def build(self, input_shape):
         shape = (input_shape[0], None, input_shape[2], 1)
@@ -163,16 +248,15 @@ class ConvFrontEnd(keras.layers.Layer):
             norm.build(shape)
 
     def call(self, inputs, lengths, training=None):
-        x = ops.expand_dims(inputs, -1)  # (B, T, F, 1)
+        mask = sequence_mask(lengths, ops.shape(inputs)[1], inputs.dtype)
+        x = ops.expand_dims(inputs * mask[:, :, None], -1)  # (B, T, F, 1), zero at padding
         for conv, norm, (kt, kf), (st, _) in zip(self.convs, self.norms, self.kernel_sizes, self.strides):
-            x = x * sequence_mask(lengths, ops.shape(x)[1], x.dtype)[:, :, None, None]
             if self.padding == "same":
                 x = ops.pad(x, ((0, 0), ((kt - 1) // 2, kt // 2), ((kf - 1) // 2, kf // 2), (0, 0)))
             x = conv(x)  # (B, T', F', C)
             lengths = conv_output_length(lengths, kt, st, self.padding)
-            mask = sequence_mask(lengths, ops.shape(x)[1])
-            x = clipped_relu(norm(x, mask, training=training))
-        x = x * ops.cast(mask, x.dtype)[:, :, None, None]
+            mask = sequence_mask(lengths, ops.shape(x)[1], "float32")
+            x = clipped_relu(norm(x, mask, training=training), mask[:, :, None, None])  # zero at padding
         shape = ops.shape(x)
         return ops.reshape(x, (shape[0], shape[1], x.shape[2] * x.shape[3])), lengths
 
@@ -245,15 +329,16 @@ class FullyConnected(keras.layers.Layer):
         super().__init__(**kwargs)
         self.units = units
         self.dropout = dropout
-        self.dense = keras.layers.Dense(units, activation=clipped_relu, name="dense")
+        self.dense = keras.layers.Dense(units, name="dense")
         self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
 
     def build(self, input_shape):
         self.dense.build(input_shape)
 
     def call(self, inputs, lengths, training=None):
-        x = self.dropout_layer(self.dense(inputs), training=training)
-        return x * sequence_mask(lengths, ops.shape(x)[1], x.dtype)[:, :, None]
+        x = self.dense(inputs)
+        x = clipped_relu(x, sequence_mask(lengths, ops.shape(x)[1], x.dtype)[:, :, None])
+        return self.dropout_layer(x, training=training)
 
     def compute_output_shape(self, input_shape):
         return input_shape[:-1] + (self.units,)

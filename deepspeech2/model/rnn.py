@@ -8,7 +8,7 @@ The time loops (`gru_recurrence`, `lstm_recurrence`, `rnn_recurrence`) carry the
 (`keras.ops.custom_gradient`), the way cuDNN does it. Their backward pass:
   1. recomputes every gate for all steps at once from the saved states (one big matmul, vectorized
      elementwise math), so the forward loop saves nothing but the states;
-  2. runs a reverse loop whose body is only `dh -> dh_prev`: a few elementwise ops and one
+  2. runs a reverse loop whose body is only `dh -> dh_prev`: a few elementwise ops and the
      `(batch, gates*units) x (gates*units, units)` matmul;
   3. forms the recurrent weight gradient with one big matmul over all steps, instead of one small
      matmul and a `(units, gates*units)` accumulation per step as autodiff of the loop would.
@@ -24,7 +24,7 @@ import itertools
 import keras
 from keras import ops
 
-from deepspeech2.model.layers import RELU_CLIP, SequenceBatchNorm, sequence_mask
+from deepspeech2.model.layers import RELU_CLIP, SequenceBatchNorm, sequence_mask, upstream_gradient
 
 _GATES = {"rnn": 1, "gru": 3, "lstm": 4}  # gate blocks per cell in W and U
 
@@ -35,8 +35,15 @@ def _matmul(a, kernel):
 
 
 def _weight_gradient(inputs, grads, dtype):
-    """`sum_t inputs_t^T grads_t` as one matmul: `(T, B, I) x (T, B, O) -> (I, O)`."""
-    return ops.cast(ops.einsum("tbi,tbo->io", ops.cast(inputs, dtype), ops.cast(grads, dtype)), dtype)
+    """`sum_t inputs_t^T grads_t` as one matmul in `dtype`: `(T, B, I), (T, B, O) -> (I, O)`."""
+    inputs = ops.reshape(ops.cast(inputs, dtype), (-1, inputs.shape[-1]))
+    return ops.matmul(ops.transpose(inputs), ops.reshape(ops.cast(grads, dtype), (-1, grads.shape[-1])))
+
+
+def _bias_gradient(grads):
+    """`sum_t sum_b grads_tb`: `(T, B, O) -> (O,)`, as a ones-vector matmul (TF's column sums are slower)."""
+    grads = ops.reshape(grads, (-1, grads.shape[-1]))
+    return ops.matmul(ops.ones((1, ops.shape(grads)[0]), grads.dtype), grads)[0]
 
 
 def _previous(initial, states):
@@ -58,14 +65,9 @@ def _scan(step, initial, sequences, reverse=False):
     return ops.scan(packed_step, initial, ops.concatenate(sequences, axis=-1), reverse=reverse)
 
 
-def _upstream(args, upstream):
-    # TF passes the output gradient positionally, JAX as the single argument, torch as `upstream`.
-    return args[0] if upstream is None else upstream
-
-
 @ops.custom_gradient
 def gru_recurrence(x, mask, initial_state, kernel, bias):
-    """The GRU time loop in DS2's form (§3.3): reset gate applied after `U_h h` (one fused matmul).
+    """The GRU time loop in DS2's form (§3.3): the reset gate scales `U_h h`, so all of `U h` comes first.
 
         z = σ(x_z + U_z h + b_z),  r = σ(x_r + U_r h + b_r),  n = tanh(x_n + r ∘ (U_h h + b_h)),
         h' = (1 - z) ∘ h + z ∘ n
@@ -81,40 +83,49 @@ def gru_recurrence(x, mask, initial_state, kernel, bias):
         `(time, batch, units)` fp32 states after each step (held at masked steps).
     """
     units = initial_state.shape[-1]
+    # U h as two matmuls (z and r, then n) instead of one and a split: the graph executor runs them on two
+    # cores at once, and the biases of z and r join x outside the loop.
+    kernel_zr, kernel_n = ops.split(kernel, [2 * units], axis=-1)
+    bias_zr, bias_n = ops.split(bias, [2 * units], axis=-1)
 
     def step(h, x_zr, x_n, m_t):
-        a_zr, a_n = ops.split(_matmul(h, kernel) + bias, [2 * units], axis=-1)  # U h + b
-        z, r = ops.split(ops.sigmoid(x_zr + a_zr), 2, axis=-1)
-        n = ops.tanh(x_n + r * a_n)
+        z, r = ops.split(ops.sigmoid(x_zr + _matmul(h, kernel_zr)), 2, axis=-1)
+        n = ops.tanh(x_n + r * (_matmul(h, kernel_n) + bias_n))
         h = h + m_t * z * (n - h)
         return h, h
 
-    _, states = _scan(step, initial_state, (x[..., :2 * units], x[..., 2 * units:], mask))
+    x_zr, x_n = ops.split(x, [2 * units], axis=-1)
+    _, states = _scan(step, initial_state, (x_zr + bias_zr, x_n, mask))
 
     def grad(*args, upstream=None):
+        # Every step's gates again, all steps at once.
         h_prev = _previous(initial_state, states)  # (T, B, H)
-        a = _matmul(h_prev, kernel) + bias  # (T, B, 3H)
-        zr = ops.sigmoid(x[..., :2 * units] + a[..., :2 * units])
-        z, r, a_n = zr[..., :units], zr[..., units:], a[..., 2 * units:]
-        n = ops.tanh(x[..., 2 * units:] + r * a_n)
+        x_zr, x_n = ops.split(x, [2 * units], axis=-1)
+        a_zr, a_n = ops.split(_matmul(h_prev, kernel) + bias, [2 * units], axis=-1)
+        z, r = ops.split(ops.sigmoid(x_zr + a_zr), 2, axis=-1)
+        n = ops.tanh(x_n + r * a_n)
         # h' = h + m z (n - h): dh'/d(pre-activation) of n, z, and r (through n).
-        d_pre_n = mask * z * (1.0 - n * n)
-        d_pre_z = mask * (n - h_prev) * z * (1.0 - z)
+        mz = mask * z
+        d_pre_n = mz * (1.0 - n * n)
+        d_pre_z = mz * (1.0 - z) * (n - h_prev)
         d_pre_r = d_pre_n * a_n * r * (1.0 - r)
-        d_a = ops.concatenate([d_pre_z, d_pre_r, d_pre_n * r], axis=-1)  # dh'/d(U h + b), (T, B, 3H)
-        keep = 1.0 - mask * z  # dh'/dh, direct path
-        kernel_t = ops.transpose(kernel)
+        d_a_zr = ops.concatenate([d_pre_z, d_pre_r], axis=-1)  # dh'/d(U h + b), (T, B, 2H) and (T, B, H)
+        d_a_n = d_pre_n * r
+        keep = 1.0 - mz  # dh'/dh, direct path
+        kernel_zr_t, kernel_n_t = ops.transpose(kernel_zr), ops.transpose(kernel_n)
 
-        def back_step(dh_next, d_out, d_a_t, keep_t):
+        def back_step(dh_next, d_out, d_a_zr_t, d_a_n_t, keep_t):
             dh = dh_next + d_out  # total gradient reaching h_t
-            return dh * keep_t + _matmul(ops.tile(dh, (1, 3)) * d_a_t, kernel_t), dh
+            return (dh * keep_t + _matmul(ops.tile(dh, (1, 2)) * d_a_zr_t, kernel_zr_t)
+                    + _matmul(dh * d_a_n_t, kernel_n_t)), dh
 
         d_initial, dh = _scan(back_step, ops.zeros_like(initial_state),
-                              (_upstream(args, upstream), d_a, keep), reverse=True)
-        d_a = ops.tile(dh, (1, 1, 3)) * d_a  # (T, B, 3H)
-        d_x = ops.concatenate([d_a[..., :2 * units], dh * d_pre_n], axis=-1)  # x_n skips the reset gate
+                              (upstream_gradient(args, upstream), d_a_zr, d_a_n, keep), reverse=True)
+        d_zr = ops.tile(dh, (1, 1, 2)) * d_a_zr  # gradient of the z and r pre-activations, (T, B, 2H)
+        d_a = ops.concatenate([d_zr, dh * d_a_n], axis=-1)  # of U h + b, (T, B, 3H)
+        d_x = ops.concatenate([d_zr, dh * d_pre_n], axis=-1)  # of x: x_n skips the reset gate
         return (d_x, ops.zeros_like(mask), d_initial, _weight_gradient(h_prev, d_a, kernel.dtype),
-                ops.sum(d_a, axis=(0, 1)))
+                _bias_gradient(d_a))
 
     return states, grad
 
@@ -163,7 +174,7 @@ def lstm_recurrence(x, mask, initial_state, kernel, bias):
         d_a = ops.concatenate([g * i * (1.0 - i), c_prev * f * (1.0 - f), mask * tanh_c * o * (1.0 - o),
                                i * (1.0 - g * g)], axis=-1)
         f_mask = mask * f
-        d_out = _upstream(args, upstream)
+        d_out = upstream_gradient(args, upstream)
         kernel_t = ops.transpose(kernel)
 
         def back_step(carry, dh_out, dc_out, m_t, dc_dh_t, d_a_t, f_t):
@@ -181,7 +192,7 @@ def lstm_recurrence(x, mask, initial_state, kernel, bias):
             (d_out[..., :units], d_out[..., units:], mask, dc_dh, d_a, f_mask), reverse=True)
         d_a = ops.concatenate([dc_new, dc_new, dh, dc_new], axis=-1) * d_a  # (T, B, 4H)
         return (d_a, ops.zeros_like(mask), ops.concatenate([dh0, dc0], axis=-1),
-                _weight_gradient(h_prev, d_a, kernel.dtype), ops.sum(d_a, axis=(0, 1)))
+                _weight_gradient(h_prev, d_a, kernel.dtype), _bias_gradient(d_a))
 
     return states, grad
 
@@ -218,10 +229,10 @@ def rnn_recurrence(x, mask, initial_state, kernel, bias):
             return dh * keep_t + _matmul(dh * d_pre_t, kernel_t), dh
 
         d_initial, dh = _scan(back_step, ops.zeros_like(initial_state),
-                              (_upstream(args, upstream), d_pre, keep), reverse=True)
+                              (upstream_gradient(args, upstream), d_pre, keep), reverse=True)
         d_pre = dh * d_pre
         return (d_pre, ops.zeros_like(mask), d_initial, _weight_gradient(h_prev, d_pre, kernel.dtype),
-                ops.sum(d_pre, axis=(0, 1)))
+                _bias_gradient(d_pre))
 
     return states, grad
 
@@ -312,18 +323,21 @@ class BatchNormRNN(keras.layers.Layer):
             recurrence = lstm_recurrence
         else:
             recurrence = rnn_recurrence
-        width = _GATES[self.cell] * self.units
+        xs = ops.split(x, 2, axis=-1) if self.bidirectional else [x]  # (T, B, gates * H) per direction
         outputs, states = 0.0, []
-        for d, (kernel, bias) in enumerate(zip(self.kernels, self.biases)):
-            x_d, mask_d = x[..., d * width:(d + 1) * width], mask
+        for d, (x_d, kernel, bias) in enumerate(zip(xs, self.kernels, self.biases)):
+            mask_d = mask
             if d == 1:
                 x_d, mask_d = ops.flip(x_d, axis=0), ops.flip(mask, axis=0)
+            # Weights go in as (cast) tensors: TF's custom_gradient must not see variable reads inside.
             sequence = recurrence(x_d, mask_d, ops.cast(initial_state[d], "float32"),
                                   ops.cast(kernel, self.compute_dtype), ops.cast(bias, "float32"))
-            states.append(sequence[-1])
-            sequence = sequence[..., :self.units]  # h (drops the LSTM cell c)
+            if return_state:
+                states.append(sequence[-1])
+            if self.cell == "lstm":
+                sequence = sequence[..., :self.units]  # h, without the cell c
             outputs = outputs + (ops.flip(sequence, axis=0) if d == 1 else sequence)
-        outputs = ops.cast(ops.transpose(outputs * mask, (1, 0, 2)), self.compute_dtype)  # (B, T, H)
+        outputs = ops.transpose(ops.cast(outputs * mask, self.compute_dtype), (1, 0, 2))  # (B, T, H)
         return (outputs, states) if return_state else outputs
 
     def get_config(self):

@@ -1,0 +1,277 @@
+"""Training-step throughput of the ds2-small workload on this machine (prints figures; not a test).
+
+Workload: ds2-small (PaddleSpeech's front end: two 3x3 convs, stride 2 in time and frequency, 32 channels
+-> 1248 features per step; 3 unidirectional GRU-512; 29 outputs), CTC + Adam, batch 16 x 5.0 s
+utterances (500 frames of 161 bins -> 124 RNN steps) with random labels of length 60.
+
+Each variant runs in its own process (clean peak RSS and dtype policy). A variant is
+`<rnn>-<precision>[-xla]`: rnn `bn_gru` (our BatchNormRNN GRU, sequence-wise BN) or `cudnn_gru`
+(keras.layers.GRU); precision `fp32` or `bf16` (the "mixed_bfloat16" policy); `-xla` compiles the
+whole train step with XLA. Without `-xla`, `--xla_pieces` lists the parts of the step compiled with
+XLA on their own (default: the CTC loss, whose dense TF implementation otherwise runs its time loop
+op by op, and the Adam update, which XLA fuses into a few passes); XLA:CPU has slow convolutions and
+no oneDNN/AMX matmuls, so the model itself runs best in TF's executor.
+
+    .venv/bin/python bench/train.py --steps 10 --variants bn_gru-bf16,cudnn_gru-fp32 --profile
+
+The last line printed is a JSON list of {"name", "value", "unit"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+BATCH = 16
+SECONDS = 5.0
+FRAMES = 500  # 5.0 s of 10 ms frames -> 249 -> 124 steps after the two stride-2 convs
+FEATURE_DIM = 161  # linear spectrogram bins
+LABEL_LENGTH = 60
+DEFAULT_VARIANTS = "bn_gru-fp32,bn_gru-bf16,cudnn_gru-fp32,cudnn_gru-bf16"
+
+
+def matmul_peak(dtype: str, size: int = 2048, repeats: int = 10) -> float:
+    """FLOP/s of a `size`^2 matmul in `dtype` (best of a few runs of `repeats` chained matmuls)."""
+    a = tf.cast(tf.random.normal((size, size), stddev=size ** -0.5), dtype)
+
+    @tf.function
+    def chain(x):
+        for _ in range(repeats):  # chained, so nothing can be folded or run concurrently
+            x = tf.matmul(x, a)
+        return x
+
+    chain(a).numpy()
+    best = min(_timed(lambda: chain(a).numpy()) for _ in range(3))
+    return 2 * size ** 3 * repeats / best
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def train_step_flops(config, batch: int, frames: int) -> float:
+    """Multiply-add FLOPs of one training step: 3x the forward pass (forward, input and weight grads)."""
+    from deepspeech2.model import output_length
+    from deepspeech2.model.layers import conv_output_length
+
+    flops, time_steps, bins, channels = 0.0, frames, config.feature_dim, 1
+    for filters, (kt, kf), (st, sf) in zip(config.conv_filters, config.conv_kernel_sizes, config.conv_strides):
+        time_steps = conv_output_length(time_steps, kt, st, config.conv_padding)
+        bins = conv_output_length(bins, kf, sf, config.conv_padding)
+        flops += 2 * time_steps * bins * filters * kt * kf * channels
+        channels = filters
+    steps = output_length(config, frames)
+    features = config.frontend_output_dim
+    gates = {"gru": 3, "cudnn_gru": 3, "lstm": 4, "rnn": 1}[config.rnn_type]
+    directions = 2 if config.bidirectional else 1
+    for _ in range(config.rnn_layers):
+        flops += 2 * steps * directions * gates * config.rnn_units * (features + config.rnn_units)
+        features = config.rnn_units
+    flops += 2 * steps * features * config.vocab_size
+    return 3 * flops * batch
+
+
+def run_variant(variant: str, steps: int, warmup: int, xla_pieces: list[str], profile: bool) -> dict:
+    """Time `steps` training steps of one variant in this process; returns its figures."""
+    import keras
+    from keras import ops
+
+    from deepspeech2.model import DS2_SMALL, build_model, ctc_loss
+
+    rnn, precision, *rest = variant.split("-")
+    if rnn not in ("bn_gru", "cudnn_gru") or precision not in ("fp32", "bf16") or rest not in ([], ["xla"]):
+        raise ValueError(f"bad variant {variant!r}; expected <bn_gru|cudnn_gru>-<fp32|bf16>[-xla]")
+    keras.config.set_dtype_policy("mixed_bfloat16" if precision == "bf16" else "float32")
+    config = dataclasses.replace(DS2_SMALL, rnn_type="gru" if rnn == "bn_gru" else "cudnn_gru")
+    model = build_model(config)
+    optimizer = keras.optimizers.Adam(1e-4)
+    optimizer.build(model.trainable_variables)
+    loss_fn = tf.function(ctc_loss, jit_compile=True) if "ctc" in xla_pieces and not rest else ctc_loss
+
+    def apply_gradients(grads):
+        optimizer.apply(grads, model.trainable_variables)
+
+    if "adam" in xla_pieces and not rest:
+        apply_gradients = tf.function(apply_gradients, jit_compile=True)
+
+    rng = np.random.default_rng(0)
+    features = tf.constant(rng.standard_normal((BATCH, FRAMES, FEATURE_DIM), np.float32))
+    lengths = tf.fill((BATCH,), FRAMES)
+    labels = tf.constant(rng.integers(1, config.vocab_size, (BATCH, LABEL_LENGTH)), tf.int32)
+    label_lengths = tf.fill((BATCH,), LABEL_LENGTH)
+
+    @tf.function(jit_compile=bool(rest))
+    def train_step(features, lengths, labels, label_lengths):
+        with tf.GradientTape() as tape:
+            outputs = model({"features": features, "feature_lengths": lengths}, training=True)
+            loss = ops.mean(loss_fn(labels, label_lengths, outputs["logits"], outputs["output_lengths"]))
+        apply_gradients(tape.gradient(loss, model.trainable_variables))
+        return loss
+
+    args = (features, lengths, labels, label_lengths)
+    compile_s = _timed(lambda: train_step(*args).numpy())
+    for _ in range(warmup):
+        train_step(*args).numpy()
+    cpu_start = time.process_time()
+    times = [_timed(lambda: train_step(*args).numpy()) for _ in range(steps)]
+    # CPU seconds per step (all threads) move less than wall time when other processes share the machine.
+    cpu_s = (time.process_time() - cpu_start) / steps
+    step_s = statistics.median(times)
+    flops = train_step_flops(config, BATCH, FRAMES)
+    result = {
+        "variant": variant,
+        "xla_pieces": "all" if rest else ",".join(xla_pieces),
+        "step_ms": 1000 * step_s,
+        "best_step_ms": 1000 * min(times),
+        "cpu_ms": 1000 * cpu_s,
+        "sent_per_s": BATCH / step_s,
+        "audio_s_per_s": BATCH * SECONDS / step_s,
+        "step_gflop": flops / 1e9,
+        "gflop_per_s": flops / step_s / 1e9,
+        "compile_s": compile_s,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "final_loss": float(train_step(*args)),
+    }
+    if profile:
+        result["breakdown_ms"] = _breakdown(model, apply_gradients, loss_fn, args, bool(rest))
+    return result
+
+
+def _breakdown(model, apply_gradients, loss_fn, args, jit: bool) -> dict:
+    """Median ms of each part of the step run on its own (forward + backward, unless marked)."""
+    from keras import ops
+
+    from deepspeech2.model import BatchNormRNN, gru_recurrence
+
+    features, lengths, labels, label_lengths = args
+    front = model.get_layer("frontend")
+    rnns = [layer for layer in model.layers if layer.name.startswith("rnn")]
+    head = model.get_layer("logits")
+    x, steps = front(features, lengths)
+    hidden = [x]
+    for layer in rnns:
+        hidden.append(layer(hidden[-1], steps))
+    logits = head(hidden[-1])
+
+    def grads_of(layer, inputs, *extra):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            out = layer(inputs, *extra, training=True)
+            out = out[0] if isinstance(out, tuple) else out
+            loss = tf.reduce_sum(tf.cast(out, tf.float32))
+        return tape.gradient(loss, [inputs] + layer.trainable_variables)
+
+    def ctc_part(logits):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            loss = ops.mean(loss_fn(labels, label_lengths, logits, steps))
+        return tape.gradient(loss, logits)
+
+    def optimizer_part():
+        apply_gradients([tf.zeros_like(v) for v in model.trainable_variables])
+        return tf.constant(0)
+
+    parts = {"frontend: 2 conv + BN + clipped ReLU": lambda: grads_of(front, features, lengths)}
+    for layer, inputs in zip(rnns, hidden):
+        parts[f"{layer.name}: projection + BN + loop"] = (
+            lambda layer=layer, inputs=inputs: grads_of(layer, inputs, steps))
+    if isinstance(rnns[0], BatchNormRNN):
+        units = rnns[0].units
+        x_proj = tf.random.normal((int(steps[0]), features.shape[0], 3 * units))
+        mask = tf.ones(x_proj.shape[:2] + (1,))
+        kernel = tf.cast(rnns[0].kernels[0], rnns[0].compute_dtype)
+
+        def loop_only():
+            with tf.GradientTape() as tape:
+                tape.watch([x_proj, kernel])
+                out = gru_recurrence(x_proj, mask, tf.zeros((features.shape[0], units)), kernel,
+                                     tf.zeros((3 * units,)))
+                loss = tf.reduce_sum(out)
+            return tape.gradient(loss, [x_proj, kernel])
+
+        def loop_forward():
+            return gru_recurrence(x_proj, mask, tf.zeros((features.shape[0], units)), kernel, tf.zeros((3 * units,)))
+
+        parts["  one GRU time loop alone, forward"] = loop_forward
+        parts["  one GRU time loop alone, forward+backward"] = loop_only
+    parts["output dense"] = lambda: grads_of(head, hidden[-1])
+    parts["CTC loss"] = lambda: ctc_part(logits)
+    parts["Adam update"] = optimizer_part
+    timings = {}
+    for name, fn in parts.items():
+        compiled = tf.function(fn, jit_compile=jit)
+        tf.nest.map_structure(lambda t: t.numpy(), compiled())
+        timings[name] = 1000 * statistics.median(
+            _timed(lambda: tf.nest.map_structure(lambda t: t.numpy(), compiled())) for _ in range(5))
+    return timings
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per variant (after warm-up)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps after the compiling one")
+    parser.add_argument("--variants", default=DEFAULT_VARIANTS, help="comma-separated, see above")
+    parser.add_argument("--xla_pieces", default="ctc,adam",
+                        help="parts compiled with XLA on their own in non-xla variants: ctc, adam (or none)")
+    parser.add_argument("--profile", action="store_true", help="also time each part of the step alone")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one variant, JSON out
+    args = parser.parse_args()
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+    if args.child:
+        pieces = [p for p in args.xla_pieces.split(",") if p in ("ctc", "adam")]
+        print(json.dumps(run_variant(args.variants, args.steps, args.warmup, pieces, args.profile)))
+        return
+
+    peak_fp32, peak_bf16 = matmul_peak("float32"), matmul_peak("bfloat16")
+    print(f"matmul peak, 2048^2: fp32 {peak_fp32 / 1e9:.0f} GFLOP/s, bf16 {peak_bf16 / 1e9:.0f} GFLOP/s")
+    figures = [{"name": "matmul_2048_fp32", "value": round(peak_fp32 / 1e9, 1), "unit": "GFLOP/s"},
+               {"name": "matmul_2048_bf16", "value": round(peak_bf16 / 1e9, 1), "unit": "GFLOP/s"}]
+    for variant in args.variants.split(","):
+        command = [sys.executable, os.path.abspath(__file__), "--child", "--variants", variant,
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--xla_pieces", args.xla_pieces]
+        done = subprocess.run(command + (["--profile"] if args.profile else []), capture_output=True, text=True)
+        if done.returncode:
+            print(f"{variant}: failed\n{done.stderr[-3000:]}")
+            continue
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        utilisation = r["gflop_per_s"] * 1e9 / peak_fp32
+        print(f"{variant:16s} xla={r['xla_pieces']:8s} {r['sent_per_s']:5.1f} sent/s  "
+              f"{r['audio_s_per_s']:5.1f} audio-s/s  step {r['step_ms']:.0f} ms (best {r['best_step_ms']:.0f}, "
+              f"CPU {r['cpu_ms']:.0f})  {r['gflop_per_s']:.0f} GFLOP/s of {r['step_gflop']:.0f} GFLOP/step = "
+              f"{100 * utilisation:.0f}% of fp32 peak ({100 * r['gflop_per_s'] * 1e9 / peak_bf16:.0f}% of bf16)  "
+              f"peak RSS {r['peak_rss_mb']:.0f} MB  compile {r['compile_s']:.0f} s  loss {r['final_loss']:.1f}")
+        breakdown = r.get("breakdown_ms", {})
+        for name, ms in breakdown.items():
+            print(f"    {name:44s} {ms:7.1f} ms")
+        if breakdown:
+            total = sum(ms for name, ms in breakdown.items() if not name.startswith(" "))
+            print(f"    {'sum of the parts run alone':44s} {total:7.1f} ms")
+        figures += [
+            {"name": f"{variant}/sent_per_s", "value": round(r["sent_per_s"], 2), "unit": "sent/s"},
+            {"name": f"{variant}/audio_s_per_s", "value": round(r["audio_s_per_s"], 1), "unit": "audio-s/s"},
+            {"name": f"{variant}/model_flops", "value": round(r["gflop_per_s"], 1), "unit": "GFLOP/s"},
+            {"name": f"{variant}/utilisation_vs_fp32_peak", "value": round(100 * utilisation, 1), "unit": "%"},
+            {"name": f"{variant}/peak_rss", "value": round(r["peak_rss_mb"]), "unit": "MB"},
+            {"name": f"{variant}/step_time", "value": round(r["step_ms"], 1), "unit": "ms"},
+        ]
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
