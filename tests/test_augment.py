@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from deepspeech2.audio import load_audio, save_wav
 from deepspeech2.data.augment import (
+    FFT_SIZES,
     SPEED_RESAMPLE_PAD,
     Augmentation,
     BayesianNormalization,
@@ -19,7 +20,13 @@ from deepspeech2.data.augment import (
     SpecAugment,
     SpeedPerturb,
     VolumePerturb,
+    change_speed,
+    fft_size,
     parse_augmentation,
+    shift_samples,
+    smooth_sizes,
+    speed_fft_sizes,
+    trim_tail,
 )
 from deepspeech2.data.manifest import Utterance, write_manifest
 
@@ -61,17 +68,65 @@ def test_volume_gain_in_db():
     assert _db(y) - _db(x) == pytest.approx(6.0, abs=1e-3)
 
 
+def _is_smooth(k, primes=(2, 3, 5, 7)):
+    for p in primes:
+        while k % p == 0:
+            k //= p
+    return k == 1
+
+
+def test_fft_size_table_against_brute_force():
+    small = smooth_sizes(limit=5000)
+    np.testing.assert_array_equal(small, [k for k in range(1, 5001) if _is_smooth(k)])
+    assert FFT_SIZES[-1] < 2**31 and np.all(np.diff(FFT_SIZES) > 0)
+    assert all(_is_smooth(int(k)) for k in FFT_SIZES[::50])
+    for k in (1, 2, 11, 97, 1024, 81024, 81232, 99199, 480000):
+        expected = next(j for j in range(k, 2 * k + 1) if _is_smooth(j))
+        assert int(fft_size(tf.constant(k))) == expected
+
+
+def test_speed_fft_sizes_are_smooth_close_and_in_range():
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        need, rate = int(rng.uniform(0.5, 30) * SR), float(rng.uniform(0.9, 1.1))
+        n, m = (int(v) for v in speed_fft_sizes(tf.constant(need), tf.constant(rate), 0.9, 1.1))
+        assert n >= need and _is_smooth(n) and _is_smooth(m)
+        assert n / m == pytest.approx(rate, rel=0.004) and 0.9 <= n / m <= 1.1
+        if need >= SR:
+            assert n / m == pytest.approx(rate, rel=0.0025)
+    # A ratio of 7-smooth sizes is exact when the rate is one, e.g. 0.9 = 9 / 10.
+    n, m = (int(v) for v in speed_fft_sizes(tf.constant(SR), tf.constant(0.9, tf.float64)))
+    assert n * 10 == m * 9
+
+
 @pytest.mark.parametrize("rate", [0.9, 1.1])
 def test_speed_length_frequency_and_fourier_reference(rate):
     x = (0.5 * np.sin(2 * np.pi * 440 * np.arange(SR) / SR)).astype(np.float32)
     y, n = _run(SpeedPerturb(rate, rate), x)
-    assert n == len(y) == int(SR / rate)
+    # The sizes the resampler uses: the applied rate is their ratio, within 0.25% of the one asked for.
+    sizes = speed_fft_sizes(tf.constant(SR + SPEED_RESAMPLE_PAD), tf.constant(rate), rate, rate)
+    n_fft, m_fft = (int(v) for v in sizes)
+    applied = n_fft / m_fft
+    assert applied == pytest.approx(rate, rel=0.0025)
+    assert n == len(y) == SR * m_fft // n_fft == int(SR / applied + 1e-9)
     peak_hz = np.argmax(np.abs(np.fft.rfft(y * np.hanning(n)))) * SR / n
-    assert peak_hz == pytest.approx(440 * rate, abs=1.5)  # bins are ~1 Hz wide
-    # scipy's Fourier resampler on the same zero-padded signal.
-    padded = np.pad(x, (0, SPEED_RESAMPLE_PAD)).astype(np.float64)
-    ref = scipy.signal.resample(padded, int(round(len(padded) / rate)))[:n]
+    assert peak_hz == pytest.approx(440 * applied, abs=1.5)  # bins are ~1 Hz wide
+    # scipy's Fourier resampler on the same zero-padded signal (at least SPEED_RESAMPLE_PAD zeros).
+    padded = np.pad(x, (0, n_fft - SR)).astype(np.float64)
+    ref = scipy.signal.resample(padded, m_fft)[:n]
     np.testing.assert_allclose(y, ref, atol=1e-4)
+
+
+@pytest.mark.parametrize("length, rate", [(12345, 0.93), (20000, 1.07), (7001, 1.0)])
+def test_change_speed_matches_scipy_at_any_length(length, rate):
+    t = np.arange(length) / SR
+    x = (0.3 * np.sin(2 * np.pi * 300 * t) + 0.2 * np.sin(2 * np.pi * 2100 * t + 1)).astype(np.float32)
+    y, n = change_speed(tf.constant(np.pad(x, (0, 50))), tf.constant(length), tf.constant(rate))
+    sizes = speed_fft_sizes(tf.constant(length + SPEED_RESAMPLE_PAD), tf.constant(rate))
+    n_fft, m_fft = (int(v) for v in sizes)
+    assert int(n) == y.shape[0] == length * m_fft // n_fft
+    ref = scipy.signal.resample(np.pad(x, (0, n_fft - length)).astype(np.float64), m_fft)[:int(n)]
+    np.testing.assert_allclose(y.numpy(), ref, atol=1e-4)
 
 
 @pytest.mark.parametrize("shift_ms", [2.0, -3.0])
@@ -86,6 +141,13 @@ def test_shift_moves_by_samples_with_zeros(shift_ms):
     else:
         ref[-s:4000] = x[:4000 + s]
     np.testing.assert_array_equal(y, ref)
+
+
+def test_shift_beyond_the_length_gives_silence():
+    x = _speech_like(1000)
+    for shift in (1000, 1500, -1000, -1500):
+        y = shift_samples(tf.constant(x), tf.constant(1000), tf.constant(shift)).numpy()
+        assert y.shape == x.shape and not y.any()
 
 
 def test_noise_snr_and_looping(tmp_path):
@@ -116,6 +178,17 @@ def test_noise_longer_clip_and_padding(tmp_path):
     np.testing.assert_array_equal(y[SR:], 0.0)
 
 
+def test_noise_bank_is_captured_not_embedded_in_the_graph(tmp_path):
+    # A bank built as a graph constant is copied on every tf.data call; captured, it is passed by reference.
+    clip = (0.1 * np.random.default_rng(4).standard_normal(3 * SR)).astype(np.float32)
+    comp = NoisePerturb(_manifest(tmp_path, "noise", [clip]), 10.0, 20.0)
+    graph = tf.function(lambda w: comp(w, tf.shape(w)[0])[0]).get_concrete_function(
+        tf.TensorSpec([None], tf.float32)).graph
+    consts = [tf.make_ndarray(op.get_attr("value")).size
+              for op in graph.get_operations() if op.type == "Const"]
+    assert max(consts) < len(clip)
+
+
 def test_impulse_delta_two_tap_and_peak_alignment(tmp_path):
     delta = np.zeros(64, np.float32)
     delta[0] = 1.0
@@ -134,6 +207,22 @@ def test_impulse_delta_two_tap_and_peak_alignment(tmp_path):
         ref *= np.sqrt(np.sum(x.astype(np.float64) ** 2) / np.sum(ref**2))  # the input's RMS
         y, _ = _run(ImpulseResponse(path), x)
         np.testing.assert_allclose(y, ref, atol=1e-5)
+
+
+def test_trim_tail_at_60_db_of_remaining_energy():
+    rng = np.random.default_rng(3)
+    h = rng.standard_normal(8000) * 10.0 ** (-3 * np.arange(8000) / 4000)  # energy -60 dB at sample 4000
+    h = np.concatenate([[0.0, 0.1], 5 * h[:1], h[1:]]).astype(np.float32)
+    cut = trim_tail(h)
+    remaining = np.array([np.sum(h[k:].astype(np.float64) ** 2) for k in range(len(h) + 1)])
+    k = np.flatnonzero(remaining < remaining[0] * 1e-6)[0]  # brute force
+    assert len(cut) == k and 3600 < k < 4100
+    np.testing.assert_array_equal(cut, h[:k])
+    # Never before the peak; a delta is cut right after it; silence is kept whole.
+    late = np.array([0.001, 0.0, 0.0, 1.0], np.float32)
+    np.testing.assert_array_equal(trim_tail(late), late)
+    np.testing.assert_array_equal(trim_tail(np.array([1.0, 0.0, 0.0], np.float32)), [1.0])
+    assert len(trim_tail(np.zeros(5, np.float32))) == 5
 
 
 def _seed_online_bayesian(x, target_db, prior_db, prior_samples, startup_delay, sr=SR):

@@ -12,9 +12,10 @@ every utterance in every epoch (stateful `tf.random` ops inside `tf.data.Dataset
 examples/augmentation.example.json is the recipe for the tiny corpus (its noise and RIR manifests come
 from `deepspeech2.data.noise.prepare_noise`). Types and params are the seed's (data_utils/augmentor/):
 `volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal` act on the waveform; `specaugment` acts
-on the features and always runs after every waveform entry, whatever its place in the list. Relative manifest paths resolve against the current
-working directory, as in the seed. Draws come from stateful `tf.random` ops: `tf.random.set_seed` makes
-a run repeatable only when the map runs sequentially (parallel calls interleave the draws).
+on the features and always runs after every waveform entry, whatever its place in the list. Relative
+manifest paths resolve against the current working directory, as in the seed. Draws come from stateful
+`tf.random` ops: `tf.random.set_seed` makes a run repeatable only when the map runs sequentially
+(parallel calls interleave the draws).
 
 Every component works on ONE utterance:
   waveform: `(wav, length) -> (wav, length)`; wav float32 (samples,), length int32 scalar. Samples at
@@ -24,17 +25,20 @@ Every component works on ONE utterance:
 
 Where we differ from the seed, on purpose:
   - `speed` resamples band-limited (FFT) instead of the seed's linear interpolation, which aliases when
-    speeding up. The length still becomes `int(length / rate)`.
+    speeding up. FFT sizes are 7-smooth, so the drawn rate is quantized (within 0.25%, staying inside
+    [min_speed_rate, max_speed_rate]) to the applied rate `n / m`; the length becomes
+    `int(length / (n / m))`, as the seed's `int(length / rate)`.
   - `noise` loops a noise clip shorter than the utterance; the seed silently skipped such clips.
   - `impulse` keeps the length (the seed returned the full convolution, longer by the IR) by aligning on the
     IR's peak (the direct path), and rescales the result to the input's RMS, like the seed's
-    `AudioSegment.convolve_and_normalize`, so an IR's arbitrary gain never changes the level.
+    `AudioSegment.convolve_and_normalize`, so an IR's arbitrary gain never changes the level. Each IR's
+    tail is cut where 60 dB of its energy has decayed (`IMPULSE_TAIL_DB`).
   - `specaugment` draws widths in [0, F] and [0, T] inclusive (SpecAugment, Park et al. 2019, §2), masks
     only the valid frames, and time-warps with linear rather than bicubic interpolation.
 
-Noise and impulse clips are loaded once, when the config is parsed, into one flat float32 array (no
-padding) that becomes a constant of the tf.data graph. Noise manifests are small: at most
-`MAX_BANK_SECONDS` of audio (230 MB at 16 kHz) per component.
+Noise and impulse clips are loaded once, when the config is parsed, into one flat float32 CPU tensor (no
+padding) that the tf.data functions capture (by reference: never copied per utterance). Noise manifests
+are small: at most `MAX_BANK_SECONDS` of audio (230 MB at 16 kHz) per component, held in memory.
 """
 
 from __future__ import annotations
@@ -56,9 +60,16 @@ from deepspeech2.data.manifest import read_manifest
 
 logger = logging.getLogger(__name__)
 
-MAX_BANK_SECONDS = 3600.0  # one hour of noise or IRs per component: 230 MB float32 inside the tf.data graph
+MAX_BANK_SECONDS = 3600.0  # one hour of noise or IRs per component: 230 MB float32 in memory
 MEAN_SQUARE_FLOOR = 1e-10  # -100 dBFS, below 16-bit quantization noise: the power of "silence"
 SPEED_RESAMPLE_PAD = 1024  # zeros after the signal before the FFT resampler, so its wrap-around is silence
+# FFT sizes are 7-smooth (2^a 3^b 5^c 7^d): TF's FFT (ducc, pocketfft's successor) is equally fast on all of
+# them, while a size with a large prime factor (e.g. 81232 = 2^4 * 5077) goes through Bluestein's algorithm,
+# 4-8x slower. Near 80000 they are at most 1.6% apart (powers of two: up to 100%).
+FFT_SIZE_PRIMES = (2, 3, 5, 7)
+MAX_FFT_SIZE = 2**30  # longest FFT input supported: 18 hours at 16 kHz, far beyond any one utterance
+SPEED_SIZE_CANDIDATES = 8  # input sizes tried per speed change: the rate error falls from 0.8% (1) to 0.25%
+IMPULSE_TAIL_DB = 60.0  # IRs are cut where the energy still to come is 60 dB down (the RT60 definition)
 
 TYPES = ("volume", "speed", "shift", "noise", "impulse", "bayesian_normal", "specaugment")
 
@@ -105,59 +116,147 @@ def _randint(high: tf.Tensor, shape) -> tf.Tensor:
     return tf.cast(tf.minimum(draw, high), tf.int32)
 
 
-def _valid(wav: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
-    """Zero the padding at and after `length`."""
-    return tf.where(tf.range(tf.shape(wav)[0]) < length, wav, tf.zeros_like(wav))
-
-
 def _pad_to(x: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
     return tf.pad(x, [[0, n - tf.shape(x)[0]]])
 
 
+def _sum_square(x: tf.Tensor) -> tf.Tensor:
+    # One fused pass over x (EuclideanNorm), where reduce_sum(square(x)) makes two.
+    return tf.square(tf.math.reduce_euclidean_norm(x))
+
+
 def _mean_square(x: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
-    return tf.reduce_sum(tf.square(x)) / tf.cast(tf.maximum(length, 1), tf.float32)
+    return _sum_square(x) / tf.cast(tf.maximum(length, 1), tf.float32)
 
 
-def _next_pow2(n: tf.Tensor) -> tf.Tensor:
-    log2 = tf.math.log(tf.cast(tf.maximum(n, 1), tf.float64)) / math.log(2.0)
-    return tf.cast(tf.pow(tf.constant(2.0, tf.float64), tf.math.ceil(log2 - 1e-9)), tf.int32)
+def smooth_sizes(primes: tuple[int, ...] = FFT_SIZE_PRIMES, limit: int = 2**31 - 1) -> np.ndarray:
+    """All integers in [1, limit] whose prime factors are in `primes`, ascending, as int32 (the FFT sizes)."""
+    sizes = [1]
+    for p in primes:
+        grown = []
+        for s in sizes:
+            while s <= limit:
+                grown.append(s)
+                s *= p
+        sizes = grown
+    return np.array(sorted(sizes), np.int32)
 
 
-def change_speed(wav: tf.Tensor, length: tf.Tensor, rate: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Play `wav` `rate` times faster: band-limited Fourier resampling, no pitch correction.
+FFT_SIZES = smooth_sizes()  # 5911 sizes; the 651 above MAX_FFT_SIZE leave room for the speed candidates
+
+
+def _lower_bound(table: np.ndarray, values: tf.Tensor) -> tf.Tensor:
+    """`tf.searchsorted(table, values)` for a (k,) `values`, without the wrapper's 20 reshaping ops."""
+    values = tf.reshape(tf.cast(values, table.dtype), [1, -1])
+    return tf.raw_ops.LowerBound(sorted_inputs=table[None], values=values, out_type=tf.int32)[0]
+
+
+def fft_size(n: tf.Tensor) -> tf.Tensor:
+    """The smallest size in `FFT_SIZES` that is >= `n` (int32 scalar, n <= MAX_FFT_SIZE; graph op)."""
+    return tf.gather(FFT_SIZES, _lower_bound(FFT_SIZES, n)[0])
+
+
+def speed_fft_sizes(min_size: tf.Tensor, rate: tf.Tensor, min_rate: float | None = None,
+                    max_rate: float | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """FFT sizes `(n, m)` for Fourier resampling by `rate`: both in `FFT_SIZES`, `n >= min_size`, `n / m`
+    as close to `rate` as `SPEED_SIZE_CANDIDATES` candidate sizes for `n` allow: for rates in [0.9, 1.1],
+    within 0.25% from 1 s of audio up, 0.4% for shorter clips.
+
+    When some candidate ratio lies in [min_rate, max_rate], the best of those is taken, so a quantized rate
+    never leaves the configured range.
+
+    Args:
+        min_size: int32 scalar <= MAX_FFT_SIZE, the smallest acceptable input size.
+        rate: float scalar > 0, the rate wanted.
+        min_rate, max_rate: the range the ratio should stay in (both or neither).
+    Returns:
+        `(n, m)`, int32 scalars.
+    """
+    rate = tf.cast(rate, tf.float64)
+    sizes = tf.constant(FFT_SIZES)
+    n = tf.slice(sizes, _lower_bound(FFT_SIZES, min_size), [SPEED_SIZE_CANDIDATES])  # (k,) input sizes
+    # For each, the sizes just below and above n / rate: 2k candidate pairs.
+    j = _lower_bound(FFT_SIZES.astype(np.float64), tf.cast(n, tf.float64) / rate)
+    j = tf.clip_by_value(j, 1, len(FFT_SIZES) - 1)
+    n = tf.tile(n, [2])
+    m = tf.gather(sizes, tf.concat([j - 1, j], 0))
+    ratio = tf.cast(n, tf.float64) / tf.cast(m, tf.float64)
+    error = tf.abs(ratio - rate)
+    if min_rate is not None:
+        error += tf.cast((ratio < min_rate) | (ratio > max_rate), tf.float64)  # 1 > any in-range error
+    best = tf.argmin(error, output_type=tf.int32)
+    return n[best], m[best]
+
+
+# The raw FFT ops: tf.signal.rfft / irfft wrap them in ~20 shape ops each and an extra copy of the input.
+
+
+def _rfft(x: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
+    """rfft of `x` zero-padded to `n >= len(x)` samples: complex64 (n // 2 + 1,)."""
+    return tf.raw_ops.RFFT(input=tf.pad(x, [[0, n - tf.shape(x)[0]]]), fft_length=tf.reshape(n, [1]))
+
+
+def _irfft(spectrum: tf.Tensor, m: tf.Tensor) -> tf.Tensor:
+    """irfft to `m` samples, the spectrum cropped or zero-padded to m // 2 + 1 bins: float32 (m,)."""
+    missing = tf.maximum(m // 2 + 1 - tf.shape(spectrum)[0], 0)
+    return tf.raw_ops.IRFFT(input=tf.pad(spectrum, [[0, missing]]), fft_length=tf.reshape(m, [1]))
+
+
+def change_speed(wav: tf.Tensor, length: tf.Tensor, rate: tf.Tensor, min_rate: float | None = None,
+                 max_rate: float | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """Play `wav` about `rate` times faster: band-limited Fourier resampling, no pitch correction.
+
+    The signal, followed by at least `SPEED_RESAMPLE_PAD` zeros, is resampled from `n` to `m` samples,
+    with `(n, m) = speed_fft_sizes(length + SPEED_RESAMPLE_PAD, rate, min_rate, max_rate)`: the rate
+    actually applied is `n / m`, within 0.25% of `rate` (see `speed_fft_sizes`).
 
     Args:
         wav: float32 (samples,); samples at `length` and beyond are ignored.
         length: int32 scalar, valid samples.
-        rate: float32 scalar > 0; > 1 speeds up (shorter, higher pitch).
+        rate: float scalar > 0; > 1 speeds up (shorter, higher pitch).
+        min_rate, max_rate: keep the applied rate in this range where the sizes allow (both or neither).
 
     Returns:
-        `(wav, length)`: float32 (int(length / rate),) and its length.
+        `(wav, length)`: float32 (length * m // n,) and its length.
     """
     length = tf.cast(length, tf.int32)
-    rate = tf.cast(rate, tf.float64)
-    new_length = tf.cast(tf.floor(tf.cast(length, tf.float64) / rate), tf.int32)
-    # Resample the signal followed by silence, so the FFT's periodic wrap-around joins silence to silence.
-    n = length + SPEED_RESAMPLE_PAD
-    m = tf.cast(tf.round(tf.cast(n, tf.float64) / rate), tf.int32)
-    x = _pad_to(wav[:length], n)
-    # irfft with m samples crops (speed up: low-pass at the new Nyquist) or zero-pads (slow down) the
-    # spectrum; m / n keeps the amplitude.
-    y = tf.signal.irfft(tf.signal.rfft(x, [n]), [m]) * tf.cast(m, tf.float32) / tf.cast(n, tf.float32)
-    return y[:new_length], new_length
+    n, m = speed_fft_sizes(length + SPEED_RESAMPLE_PAD, rate, min_rate, max_rate)
+    # Exact integer floor(length / (n / m)); int64: length * m overflows int32 beyond ~2 minutes.
+    new_length = tf.cast(tf.cast(length, tf.int64) * tf.cast(m, tf.int64) // tf.cast(n, tf.int64), tf.int32)
+    # Zero-padding to n makes the FFT's periodic wrap-around join silence to silence. m samples crop (speed
+    # up: low-pass at the new Nyquist) or zero-pad (slow down) the spectrum; m / n keeps the amplitude.
+    y = _irfft(_rfft(wav[:length], n), m)
+    return y[:new_length] * (tf.cast(m, tf.float32) / tf.cast(n, tf.float32)), new_length
 
 
 def _fft_convolve(x: tf.Tensor, h: tf.Tensor, n_out: tf.Tensor, delay: tf.Tensor) -> tf.Tensor:
     """`np.convolve(x, h)[delay:delay + n_out]` through the FFT."""
-    n_fft = _next_pow2(tf.shape(x)[0] + tf.shape(h)[0] - 1)
-    full = tf.signal.irfft(tf.signal.rfft(x, [n_fft]) * tf.signal.rfft(h, [n_fft]), [n_fft])
+    n_fft = fft_size(tf.shape(x)[0] + tf.shape(h)[0] - 1)
+    full = tf.raw_ops.IRFFT(input=_rfft(x, n_fft) * _rfft(h, n_fft), fft_length=tf.reshape(n_fft, [1]))
     return full[delay:delay + n_out]
 
 
-class _Bank:
-    """Clips from a manifest, concatenated in one flat float32 array with offsets and lengths."""
+def trim_tail(h: np.ndarray, tail_db: float = IMPULSE_TAIL_DB) -> np.ndarray:
+    """`h` up to where the energy still to come (Schroeder's backward integral) is `tail_db` below the
+    total; never before its peak. An all-zero `h` is returned whole.
 
-    def __init__(self, manifest_path: str, sample_rate: int, what: str):
+    Args:
+        h: float (taps,).
+    Returns:
+        `h[:k]`, k <= taps.
+    """
+    energy = np.cumsum(np.square(h[::-1], dtype=np.float64))[::-1]  # energy[k] = sum(h[k:] ** 2)
+    if h.size == 0 or energy[0] == 0:
+        return h
+    k = int(np.argmax(energy < energy[0] * 10.0 ** (-tail_db / 10.0))) or h.size  # first k below, if any
+    return h[:max(k, int(np.argmax(np.abs(h))) + 1)]
+
+
+class _Bank:
+    """Clips from a manifest, concatenated in one flat float32 tensor with offsets and lengths; `tail_db`
+    trims each clip with `trim_tail`."""
+
+    def __init__(self, manifest_path: str, sample_rate: int, what: str, tail_db: float | None = None):
         utterances = read_manifest(manifest_path)  # FileNotFoundError / ValueError name the file and line
         clips, skipped = [], 0
         for u in utterances:
@@ -167,6 +266,8 @@ class _Bank:
                 skipped += 1
                 logger.warning("skipping %s clip: %s", what, e)
                 continue
+            if tail_db is not None:
+                wav = trim_tail(wav, tail_db)
             if wav.size:
                 clips.append(wav)
         if skipped:
@@ -178,15 +279,18 @@ class _Bank:
         total = sum(c.size for c in clips)
         if total > MAX_BANK_SECONDS * sample_rate:
             raise ValueError(f"`{manifest_path}` holds {total / sample_rate / 3600:.1f} h of {what}; "
-                             f"at most {MAX_BANK_SECONDS / 3600:.1f} h fits in the graph; use fewer clips")
-        self.samples = np.concatenate(clips).astype(np.float32)
+                             f"at most {MAX_BANK_SECONDS / 3600:.1f} h is held in memory; use fewer clips")
         self.lengths = np.array([c.size for c in clips], np.int32)
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int32)
+        # An eager CPU tensor, which a tf.data function captures by reference. Built as a graph constant
+        # inside the map function, the whole bank was copied on every call (1.4 ms for 2 min of noise).
+        with tf.init_scope(), tf.device("/CPU:0"):
+            self.samples = tf.constant(np.concatenate(clips).astype(np.float32))  # (total samples,)
 
     def pick(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """A uniformly random clip: `(flat samples, offset, length)` as tensors."""
         i = tf.random.uniform([], 0, len(self.lengths), dtype=tf.int32)
-        return tf.constant(self.samples), tf.gather(self.offsets, i), tf.gather(self.lengths, i)
+        return self.samples, tf.gather(self.offsets, i), tf.gather(self.lengths, i)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -208,12 +312,16 @@ class VolumePerturb:
 
     def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         gain_db = _uniform(self.min_gain_dBFS, self.max_gain_dBFS)
-        return _valid(wav, length) * tf.pow(10.0, gain_db / 20.0), length
+        return _pad_to(wav[:length] * tf.pow(10.0, gain_db / 20.0), tf.shape(wav)[0]), length
 
 
 @dataclass(frozen=True)
 class SpeedPerturb:
-    """Speed perturbation by resampling: duration / rate, pitch * rate (seed: SpeedPerturbAugmentor)."""
+    """Speed perturbation by resampling: duration / rate, pitch * rate (seed: SpeedPerturbAugmentor).
+
+    The rate drawn uniformly in [min_speed_rate, max_speed_rate] is quantized to a ratio of FFT sizes,
+    within 0.25% and inside the range (see `change_speed`).
+    """
 
     type: ClassVar[str] = "speed"
     min_speed_rate: float  # slowest rate (> 0); e.g. 0.9 makes an utterance 11% longer
@@ -226,7 +334,8 @@ class SpeedPerturb:
                      low=0.0, low_open=True)
 
     def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        return change_speed(wav, length, _uniform(self.min_speed_rate, self.max_speed_rate))
+        return change_speed(wav, length, _uniform(self.min_speed_rate, self.max_speed_rate),
+                            self.min_speed_rate, self.max_speed_rate)
 
 
 @dataclass(frozen=True)
@@ -262,10 +371,11 @@ def shift_samples(wav: tf.Tensor, length: tf.Tensor, shift: tf.Tensor) -> tf.Ten
     Returns:
         float32 (samples,).
     """
-    t = tf.range(tf.shape(wav)[0])
-    src = t + shift
-    keep = (t < length) & (src >= 0) & (src < length)
-    return tf.where(keep, tf.gather(wav, tf.clip_by_value(src, 0, tf.shape(wav)[0] - 1)), 0.0)
+    total = tf.shape(wav)[0]
+    count = tf.maximum(length - tf.abs(shift), 0)  # samples that stay inside [0, length)
+    src = tf.maximum(shift, 0)
+    dst = tf.minimum(tf.maximum(-shift, 0), total)
+    return tf.pad(wav[src:src + count], [[dst, total - dst - count]])
 
 
 @dataclass(frozen=True)
@@ -293,17 +403,19 @@ class NoisePerturb:
 
     def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         length = tf.cast(length, tf.int32)
-        wav = _valid(wav, length)
+        x = wav[:length]
         samples, offset, n = self.bank.pick()
-        # A longer clip: a random stretch inside it (the seed). A shorter one: loop it from a random phase.
-        start = tf.where(n >= length, _randint(n - length, []), _randint(n - 1, []))
-        noise = tf.gather(samples, offset + (start + tf.range(length)) % n)
+        # A longer clip: a random stretch inside it (the seed), a plain slice. A shorter one: loop it from a
+        # random phase (a gather).
+        start = _randint(tf.where(n >= length, n - length, n - 1), [])
+        noise = tf.cond(n >= length, lambda: samples[offset + start:offset + start + length],
+                        lambda: tf.gather(samples, offset + (start + tf.range(length)) % n))
         snr_db = _uniform(self.min_snr_dB, self.max_snr_dB)
         noise_power = _mean_square(noise, length)
-        gain = tf.sqrt(_mean_square(wav, length) / tf.maximum(noise_power, MEAN_SQUARE_FLOOR)
+        gain = tf.sqrt(_mean_square(x, length) / tf.maximum(noise_power, MEAN_SQUARE_FLOOR)
                        / tf.pow(10.0, snr_db / 10.0))
         gain = tf.where(noise_power > MEAN_SQUARE_FLOOR, gain, 0.0)  # a silent clip adds nothing
-        return wav + _pad_to(gain * noise, tf.shape(wav)[0]), length
+        return _pad_to(x + gain * noise, tf.shape(wav)[0]), length
 
 
 @dataclass(frozen=True)
@@ -311,7 +423,9 @@ class ImpulseResponse:
     """Convolve with a random impulse response (seed: ImpulseResponseAugmentor).
 
     Keeps the length: the output is aligned on the IR's peak (the direct path), so words stay where they
-    were, and is rescaled to the input's RMS over the valid samples.
+    were, and is rescaled to the input's RMS over the valid samples. IRs are cut when loaded where their
+    remaining energy is `IMPULSE_TAIL_DB` down (`trim_tail`): what follows is inaudible, and shorter IRs
+    mean smaller FFTs.
     """
 
     type: ClassVar[str] = "impulse"
@@ -324,7 +438,8 @@ class ImpulseResponse:
         _check_prob(self.prob)
         if not isinstance(self.impulse_manifest_path, (str, os.PathLike)):
             raise ValueError(f"`impulse_manifest_path` must be a path, got {self.impulse_manifest_path!r}")
-        object.__setattr__(self, "bank", _Bank(str(self.impulse_manifest_path), self.sample_rate, "impulse"))
+        bank = _Bank(str(self.impulse_manifest_path), self.sample_rate, "impulse", tail_db=IMPULSE_TAIL_DB)
+        object.__setattr__(self, "bank", bank)
 
     def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         samples, offset, n = self.bank.pick()
@@ -348,7 +463,7 @@ def convolve(wav: tf.Tensor, length: tf.Tensor, impulse: tf.Tensor) -> tf.Tensor
     x = wav[:length]
     peak = tf.argmax(tf.abs(impulse), output_type=tf.int32)
     y = _fft_convolve(x, impulse, length, peak)
-    gain = tf.sqrt(tf.reduce_sum(tf.square(x)) / tf.maximum(tf.reduce_sum(tf.square(y)), 1e-20))
+    gain = tf.sqrt(_sum_square(x) / tf.maximum(_sum_square(y), 1e-20))
     return _pad_to(y * gain, tf.shape(wav)[0])
 
 
