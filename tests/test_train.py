@@ -178,3 +178,20 @@ def test_two_workers_stay_identical(data, tmp_path):
     np.testing.assert_array_equal(w0, w1)
     assert "steps 4" in outs[0][0]  # each worker reads 1 of 2 shards: 8 utterances, 2 per replica
     assert (tmp_path / "run" / "model" / "model.keras").exists()  # only the chief writes the bundle
+
+
+def test_init_model_path_copies_matching_layers(data, tmp_path):
+    from deepspeech2.model import build_model
+    from deepspeech2.train import init_from
+
+    source = build_model(TINY)
+    source.save(tmp_path / "src.keras")
+    other_vocab = build_model(dataclasses.replace(TINY, vocab_size=40))  # the output layer can't be copied
+    copied = init_from(other_vocab, str(tmp_path / "src.keras"))
+    assert copied == len([layer for layer in source.layers if layer.weights]) - 1
+    for layer in other_vocab.layers:
+        if layer.weights and layer.name != "logits":
+            for a, b in zip(layer.get_weights(), source.get_layer(layer.name).get_weights()):
+                np.testing.assert_array_equal(a, b)
+    with pytest.raises(FileNotFoundError, match="model.keras"):
+        init_from(other_vocab, str(tmp_path / "nowhere"))
