@@ -41,6 +41,8 @@ def main():
     ap.add_argument("--shards", help="a shard folder from ds2-make-shards (default: generated)")
     ap.add_argument("--seconds", type=float, default=1500, help="audio to generate without --shards")
     ap.add_argument("--batch_size", type=int, default=16)
+    ap.add_argument("--repeats", type=int, default=3, help="timed epochs; the median is reported")
+    ap.add_argument("--nondeterministic", action="store_true", help="let parallel maps reorder elements")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
     shard_dir, manifest = args.shards, None
@@ -60,14 +62,17 @@ def main():
             entry["params"]["impulse_manifest_path"] = str(rir)
     aug = parse_augmentation(recipe)
     fc = FeatureConfig()
-    cfg = PipelineConfig(batch_size=args.batch_size)
+    cfg = PipelineConfig(batch_size=args.batch_size, deterministic=not args.nondeterministic)
     results = {}
     for name, augmentation in (("features_only", None), ("with_example_augmentation", aug)):
         run_epoch(make_dataset([shard_dir], fc, augmentation=augmentation, config=cfg, epoch=1))  # warm up
-        secs, wall, cpu = run_epoch(make_dataset([shard_dir], fc, augmentation=augmentation, config=cfg, epoch=2))
+        runs = sorted((run_epoch(make_dataset([shard_dir], fc, augmentation=augmentation, config=cfg, epoch=e))
+                       for e in range(2, 2 + args.repeats)), key=lambda r: r[0] / r[1])
+        secs, wall, cpu = runs[len(runs) // 2]  # the median epoch
         results[name] = (secs / wall, cpu / wall)
-        print(f"{name:28s} {secs / wall:8.0f} audio-s/s  ({secs:.0f} s of audio in {wall:.2f} s, "
-              f"{cpu / wall:.2f} cores busy)")
+        print(f"{name:28s} {secs / wall:8.0f} audio-s/s  (median of {args.repeats} epochs: {secs:.0f} s of audio "
+              f"in {wall:.2f} s, {cpu / wall:.2f} cores busy; range "
+              f"{runs[0][0] / runs[0][1]:.0f}-{runs[-1][0] / runs[-1][1]:.0f})")
     eff = {b: padding_efficiency(make_dataset([shard_dir], fc, config=PipelineConfig(
         batch_size=args.batch_size, num_buckets=b), epoch=1)) for b in (0, 8)}
     print(f"padding efficiency (real/padded frames): {eff[0]:.3f} without buckets, {eff[8]:.3f} with 8 buckets")

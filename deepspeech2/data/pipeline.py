@@ -205,6 +205,8 @@ def make_dataset(
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.FILE
     options.deterministic = config.deterministic
+    # Parallelism comes from the parallel maps; one thread per op avoids oversubscribing the cores.
+    options.threading.max_intra_op_parallelism = 1
     return ds.with_options(options).prefetch(AUTOTUNE)
 
 
