@@ -16,16 +16,13 @@ from tqdm import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info
 from deepspeech2.data.manifest import Utterance, parse_line, write_manifest
+from deepspeech2.features import FeatureConfig, num_frames
 from deepspeech2.fileio import atomic_write
 from deepspeech2.vocab import Vocabulary
 
-FRAMES_PER_SECOND = 100  # 10 ms feature hop (DS2 §3, the seed's linear spectrogram)
-WINDOW_SECONDS = 0.02  # 20 ms analysis window
-
-
-def ctc_frames(duration: float, time_stride: int) -> int:
+def ctc_frames(duration: float, time_stride: int, feature_config: FeatureConfig = FeatureConfig()) -> int:
     """Model output steps for `duration` seconds: feature frames, then the front end's time stride."""
-    frames = 1 + int((duration - WINDOW_SECONDS) * FRAMES_PER_SECOND + 1e-6) if duration >= WINDOW_SECONDS else 0
+    frames = num_frames(int(round(duration * feature_config.sample_rate)), feature_config)
     return math.ceil(frames / time_stride)
 
 
