@@ -7,7 +7,6 @@ import tensorflow as tf
 
 from deepspeech2.features import (
     HOP_MS,
-    KINDS,
     NUM_LINEAR_BINS,
     WINDOW_MS,
     FeatureConfig,

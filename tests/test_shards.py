@@ -1,11 +1,9 @@
-import json
 import os
 import subprocess
 import sys
 
 import numpy as np
 import soundfile as sf
-import tensorflow as tf
 
 from deepspeech2.audio import save_wav
 from deepspeech2.data.manifest import Utterance, write_manifest
