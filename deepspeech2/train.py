@@ -331,14 +331,16 @@ def _train(config: TrainConfig) -> dict:
     bad_in_row, skipped_batches = 0, 0
     fp_item = {"": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}[config.mixed_precision]
     benchmark = bool(config.benchmark_batch_size or config.benchmark_max_step)  # log every step
+    train_step = None
     stop = False
     try:
         while int(epoch_var.numpy()) < config.epochs and not stop:
             epoch = int(epoch_var.numpy())
             skip = int(position.numpy())
             ds = make_train_ds(epoch)
-            train_step = tf.function(lambda batch: strategy.run(replica_step, args=batch),
-                                     input_signature=[ds.element_spec], jit_compile=config.jit_compile or None)
+            if train_step is None:  # traced once: every epoch's batches have the same (unknown-dims) spec
+                train_step = tf.function(lambda batch: strategy.run(replica_step, args=batch),
+                                         input_signature=[ds.element_spec], jit_compile=config.jit_compile or None)
             iterator = iter(ds)
             for _ in range(skip):  # resume mid-epoch: the epoch's order is deterministic
                 next(iterator)
