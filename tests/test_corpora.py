@@ -13,7 +13,7 @@ import soundfile as sf
 
 from deepspeech2.audio import load_audio
 from deepspeech2.data import corpora
-from deepspeech2.data.corpora import _common, fixtures
+from deepspeech2.data.corpora import _common, aishell, chime4, fixtures, voxforge, wsj
 from deepspeech2.data.manifest import read_manifest
 
 CASES = {
@@ -35,7 +35,7 @@ def test_import_then_reimport(tmp_path, name):
     make, prepare, language = CASES[name]
     fx = make(tmp_path / "corpus")
     out = tmp_path / "out"
-    result = prepare(fx.corpus_dir, out, num_workers=2)
+    result = prepare(fx.corpus_dir, out, num_workers=2, **fx.prepare_kwargs)
 
     assert sorted(result) == sorted(fx.expected)
     for split, expected in fx.expected.items():
@@ -47,6 +47,7 @@ def test_import_then_reimport(tmp_path, name):
         for u in utts:
             want = expected[u.extra["id"]]
             assert (u.text, u.speaker, u.language) == (want.text, want.speaker, language)
+            assert {k: u.extra.get(k) for k in want.extra} == dict(want.extra)
             assert u.offset == pytest.approx(want.offset)
             assert u.duration == pytest.approx(want.duration, abs=1e-3)
             info = sf.info(u.audio_filepath)
@@ -63,17 +64,15 @@ def test_import_then_reimport(tmp_path, name):
         report = json.loads((out / f"{split}.report.json").read_text())
         assert (report["corpus"], report["split"], report["kept"]) == (name, split, len(utts))
         assert report["hours"] == pytest.approx(sum(u.duration for u in utts) / 3600, abs=1e-4)
-        listed = [s.get("id") or s.get("path") for s in report["skipped"]]
-        for bad in fx.skipped.get(split, []):
-            assert any(bad in x for x in listed), (bad, report["skipped"])
-        assert len(report["skipped"]) == len(fx.skipped.get(split, []))
-        reasons = " ".join(s["reason"] for s in report["skipped"])
-        if fx.skipped.get(split):
-            assert "missing" in reasons and "could not be read" in reasons
+        for bad, why in fx.skipped.get(split, {}).items():
+            assert any(bad in (s.get("id") or s.get("path")) and why in s["reason"] for s in report["skipped"]), \
+                (bad, why, report["skipped"])
+        assert len(report["skipped"]) == len(fx.skipped.get(split, {})), report["skipped"]
+        assert sum(report["excluded"].values()) == fx.excluded.get(split, 0), report["excluded"]
 
     # Running again converts nothing, rewrites nothing and returns the same manifests.
     before = _mtimes(out)
-    assert prepare(fx.corpus_dir, out, num_workers=2) == result
+    assert prepare(fx.corpus_dir, out, num_workers=2, **fx.prepare_kwargs) == result
     assert _mtimes(out) == before
 
 
@@ -189,9 +188,111 @@ def test_empty_transcript_and_no_transcript_are_reported(tmp_path):
     ('The "DOUBLE-QUOTE dow --DASH (LEFT-PAREN rose [door_slam>] %PERCENT .PERIOD [<door_slam]',
      "the double quote dow dash left paren rose percent period"),
     ("Bonds [/phone_ring] rose [phone_ring/] ?QUESTION-MARK", "bonds rose question mark"),
+    # Titles and company suffixes are said in full; ambiguous ones (St. = saint or street) stay as written.
+    (r"Mr\. and Mrs\. Lee of Acme Corp\. met Dr\. Roe in St\. Louis", "mister and missus lee of acme "
+     "corporation met doctor roe in st louis"),
+    (r"MR\. JONES JR\. ;SEMI-COLON Inc\.", "mister jones junior semi colon incorporated"),
+    ("well: so: it :COLON ends~", "well so it colon ends"),  # a lengthened word, verbalized colon, truncation
 ])
 def test_normalize_wsj(raw, want):
     assert corpora.normalize_wsj(raw) == want
+
+
+def _ndx(path: Path, lines: list[str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(";; File: %s\n;;\n" % path.name + "".join(line + "\n" for line in lines))
+
+
+def test_wsj_splits_have_kaldi_sizes(tmp_path, caplog):
+    # Index files of the real sizes (no audio needed): the splits are what Kaldi's wsj_data_prep.sh builds.
+    si84 = [f"11_{1 + s // 40}_1:wsj0/si_tr_s/{s:03x}/{s:03x}c02{u:02x}.wv1" for s in range(1, 84) for u in range(86)]
+    spk401 = [f"11_2_1:wsj0/si_tr_s/401/401c02{u:02x}.wv1" for u in range(40)]
+    _ndx(tmp_path / "11-13.1/wsj0/doc/indices/train/tr_s_wv1.ndx", si84[:3000] + spk401 + si84[3000:])
+    _ndx(tmp_path / "13-34.1/wsj1/doc/indices/si_tr_s.ndx",
+         [f"13_{2 + n // 5000}_1:wsj1/si_tr_s/{n // 150:03d}/{n:08d}.wv1" for n in range(30278)])
+    _ndx(tmp_path / "11-13.1/wsj0/doc/indices/test/nvp/si_et_20.ndx",
+         [f"11_14_1:wsj0/si_et_20/440/440c02{n:02d}" for n in range(333)])  # no extension, as on the disc
+    dev = [f"13_16_1:wsj1/si_dt_05/4k0/{n:08d}.wv1" for n in range(513)]
+    _ndx(tmp_path / "13-34.1/wsj1/doc/indices/h1_p0.ndx", [d.replace("_05/", "_20/") for d in dev[:503]])
+    _ndx(tmp_path / "13-34.1/wsj1/doc/indices/h2_p0.ndx", dev)
+    # The Nov'93 eval index names a wrong disc (13_32_1); the path alone finds the file. A decoy index of the
+    # same name on another disc is not the one Kaldi reads.
+    _ndx(tmp_path / "13-32.1/wsj1/doc/indices/wsj1/eval/h1_p0.ndx",
+         [f"13_32_1:wsj1/si_et_h1/wsj64k/{n:08d}.wv1" for n in range(213)])
+    _ndx(tmp_path / "13-32.1/wsj1/doc/indices/h1_p0.ndx", ["13_32_1:wsj1/si_dt_20/4k0/decoy.wv1"])
+    with caplog.at_level("WARNING"):
+        found = wsj.read_splits(tmp_path)
+    assert {s: len(ix.entries) for s, ix in found.items()} == {
+        "train_si84": 7138, "train_si284": 37416, "test_eval92": 333, "test_dev93": 503, "test_dev93_5k": 513,
+        "test_eval93": 213}
+    assert not caplog.records
+    assert found["train_si84"].excluded == found["train_si284"].excluded == 40
+    assert not any("/401/" in rel for _, rel in found["train_si284"].entries)
+    assert found["test_eval92"].entries[0] == ("11_14_1", "wsj0/si_et_20/440/440c0200.wv1")
+    assert found["test_dev93"].index_files == [tmp_path / "13-34.1/wsj1/doc/indices/h1_p0.ndx"]
+
+    # A damaged index (a line lost) is imported but logged against the standard size.
+    _ndx(tmp_path / "13-34.1/wsj1/doc/indices/h2_p0.ndx", dev[:512])
+    with caplog.at_level("WARNING"):
+        assert len(wsj.read_splits(tmp_path)["test_dev93_5k"].entries) == 512
+    assert "test_dev93_5k" in caplog.text and "512" in caplog.text and "513" in caplog.text
+
+
+def test_wsj_needs_the_index_files(tmp_path):
+    fx = fixtures.make_wsj(tmp_path / "wsj")
+    for ndx in (tmp_path / "wsj").rglob("*.ndx"):
+        ndx.unlink()
+    with pytest.raises(ValueError, match=r"no index file.*11-13\.1.*tr_s_wv1\.ndx"):
+        corpora.prepare_wsj(fx.corpus_dir, tmp_path / "out")
+
+
+def test_chime4_tr05_simu_text_comes_from_wsj0(tmp_path):
+    fx = fixtures.make_chime4(tmp_path / "c", wsj0=False)
+    data = tmp_path / "c/CHiME3/data"
+    # Without WSJ0, tr05_simu's utterances have no transcript: skipped, with the fix in the reason.
+    out = corpora.prepare_chime4(data, tmp_path / "out", splits=["tr05_simu", "et05_simu"])
+    assert out["tr05_simu"] == [] and [u.text for u in out["et05_simu"]] == ["shares fell sharply"]
+    (skip,) = json.loads((tmp_path / "out/tr05_simu.report.json").read_text())["skipped"]
+    assert skip["id"] == "011_011C0201_CAF_SIMU" and "wsj0_dir" in skip["reason"]
+    # Kaldi's default place for it, data/WSJ0, is used when it exists; an explicit `wsj0_dir` must exist.
+    (tmp_path / "c/WSJ0").rename(data / "WSJ0")
+    (u,) = corpora.prepare_chime4(tmp_path / "c", tmp_path / "out2", splits=["tr05_simu"])["tr05_simu"]
+    assert (u.text, u.speaker, u.extra["environment"], u.extra["channel"]) == ("the index rose", "011", "caf", "CH5")
+    assert Path(u.audio_filepath).name == "011_011C0201_CAF.CH5.wav"
+    with pytest.raises(FileNotFoundError, match="wsj0_dir.*nowhere"):
+        corpora.prepare_chime4(tmp_path / "c", tmp_path / "out3", wsj0_dir=tmp_path / "nowhere")
+
+
+def test_chime4_finds_the_data_folder(tmp_path):
+    fixtures.make_chime4(tmp_path / "c")
+    data = tmp_path / "c/CHiME3/data"
+    for corpus_dir in (tmp_path / "c", tmp_path / "c/CHiME3", data):
+        assert chime4.find_data(corpus_dir) == data
+    (tmp_path / "c/CHiME4").mkdir()
+    (tmp_path / "c/CHiME3").rename(tmp_path / "c/CHiME4/CHiME3")  # unpacked into a folder named CHiME4
+    assert chime4.find_data(tmp_path / "c") == tmp_path / "c/CHiME4/CHiME3/data"
+
+
+@pytest.mark.parametrize("session, speaker", [
+    ("Aaron-20080318-kdl", "Aaron"),
+    ("Aaron-20080320", "Aaron"),  # no suffix
+    ("Kevin-2009041514a-xyz_2", "Kevin"),  # 10 digits, a letter, a tail
+    ("ralfherzog-20071220-de34_1", "ralfherzog"),
+    ("jim-bob-20100101-abc", "jim-bob"),  # a hyphen in the user name
+    ("anonymous-20080504-qvg", "anonymous-20080504-qvg"),  # the shared account: one speaker per session
+    ("Aaron-2008", "Aaron-2008"),  # not a session name: the folder is its own speaker
+])
+def test_voxforge_speaker(session, speaker):
+    assert voxforge._speaker(session) == speaker
+
+
+@pytest.mark.parametrize("raw, want", [
+    ("ａ股 市场 的 ｋ 线", "A股市场的K线"),
+    ("卡拉 ＯＫ 和 ktv", "卡拉OK和KTV"),
+    ("而 对 楼市 成交", "而对楼市成交"),
+])
+def test_normalize_aishell_keeps_latin_letters(raw, want):
+    assert aishell.normalize_aishell(raw) == want
 
 
 @pytest.mark.parametrize("raw, want", [

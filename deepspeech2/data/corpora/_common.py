@@ -2,7 +2,8 @@
 manifests and skip reports.
 
 Every importer scans its corpus into `Entry`s (one per utterance, text already normalized) plus the
-`Skip`s it found while scanning (an utterance without a transcript, ...), then calls `build_split`. That
+`Skip`s it found while scanning (an utterance without a transcript, ...) and counts of what the split's
+definition leaves out (TED-LIUM's non-speech segments, WSJ's speaker 401), then calls `build_split`. That
 resolves each distinct audio file once, in a thread pool: a 16 kHz mono 16-bit WAV is used in place;
 anything else (FLAC, 48 kHz, stereo, NIST SPHERE) is converted to `output_dir/wav/<path in the corpus>.wav`.
 A conversion whose output exists is skipped (outputs are atomic, so existing means finished), and the
@@ -20,8 +21,8 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,7 @@ class Entry:
     speaker: str | None = None
     offset: float = 0.0  # seconds into `audio` where the utterance starts (TED-LIUM segments)
     end: float | None = None  # seconds into `audio` where it ends; None means the end of the file
+    extra: Mapping[str, str] = field(default_factory=dict, compare=False)  # more manifest keys ("environment")
 
 
 @dataclass(frozen=True)
@@ -237,11 +239,13 @@ def build_split(
     output_dir: Path,
     language: str,
     num_workers: int,
+    excluded: Mapping[str, int] | None = None,
 ) -> list[Utterance]:
     """Resolve the audio of `entries`, then write `output_dir/<split>.jsonl` and `<split>.report.json`.
 
     Utterances whose audio is missing or unreadable, whose text is empty, or whose segment lies outside
-    the audio are left out and listed in the report together with `skipped`.
+    the audio are left out and listed in the report together with `skipped`. `excluded` ({reason: count})
+    is what the split leaves out by definition, not by fault; the report carries it as counts.
 
     Returns:
         the kept utterances, sorted by id, exactly as `read_manifest` will read them back.
@@ -300,7 +304,7 @@ def build_split(
             continue
         utts.append(Utterance(audio_filepath=str(path), duration=duration, text=e.text,
                               offset=round(e.offset, _DURATION_DECIMALS), speaker=e.speaker,
-                              language=language, extra={"id": e.id}))
+                              language=language, extra={"id": e.id, **e.extra}))
 
     manifest = output_dir / f"{split}.jsonl"
     _write_if_changed(manifest, "".join(u.to_json(relative_to=manifest.parent) + "\n" for u in utts))
@@ -309,6 +313,7 @@ def build_split(
         "split": split,
         "kept": len(utts),
         "skipped": [s.to_json() for s in sorted(skipped, key=lambda s: (s.what, s.reason))],
+        "excluded": {reason: n for reason, n in sorted((excluded or {}).items()) if n},
         "hours": round(sum(u.duration for u in utts) / 3600, 4),
     }
     report_path = output_dir / f"{split}.report.json"

@@ -6,14 +6,17 @@ Layout once the per-speaker tarballs in `data_aishell/wav/` are unpacked:
     data_aishell/transcript/aishell_transcript_v0.8.txt           # "<utt> 而 对 楼市 成交 ..." (words spaced)
 
 The WAVs are already 16 kHz mono 16-bit, so the manifests point at them in place. Text is Mandarin
-normalized (characters only, DS2 §6.2), language "zh". Some WAVs have no transcript line, and a line
-whose speaker folder lacks its WAV is missing audio: both are reported as skipped.
+normalized (characters, DS2 §6.2), language "zh". A few transcripts spell Latin letters, mostly full-width
+("ａ股", A-shares; "ｋ线"): the reader said the letter, so it stays as a token, upper-cased ("A股"), as
+lhotse's and WeNet's Aishell recipes keep it. Some WAVs have no transcript line, and a line whose speaker
+folder lacks its WAV is missing audio: both are reported as skipped.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -28,6 +31,20 @@ TRANSCRIPT = Path("transcript") / "aishell_transcript_v0.8.txt"
 _SPEAKER = re.compile(r"S\d{4}")  # "BAC009S0002W0122": speaker S0002, utterance W0122
 LAYOUT = ("data_aishell/wav/{train,dev,test}/<speaker>/<utt>.wav and "
           "data_aishell/transcript/aishell_transcript_v0.8.txt")
+_LATIN = re.compile(r"([A-Za-z]+)")
+
+
+def normalize_aishell(text: str) -> str:
+    """Mandarin-normalize an Aishell transcript, keeping its Latin letters as upper-case tokens.
+
+    `normalize_mandarin` would not keep the letters, so each run of letters is kept aside and the text
+    between them is normalized on its own.
+
+    >>> normalize_aishell("ａ股 市场 的 ｋ 线")
+    'A股市场的K线'
+    """
+    pieces = _LATIN.split(unicodedata.normalize("NFKC", text))  # full-width letters -> ASCII first
+    return "".join(p.upper() if i % 2 else normalize_mandarin(p) for i, p in enumerate(pieces))
 
 
 def read_transcripts(path: Path) -> dict[str, str]:
@@ -56,7 +73,8 @@ def prepare_aishell(
         splits: a subset of ("train", "dev", "test"); None imports those present.
 
     Returns:
-        {split: utterances}, Mandarin-normalized text, language "zh", speaker = "S0002"-style id.
+        {split: utterances}, Mandarin-normalized text (Latin letters kept, upper-cased), language "zh",
+        speaker = "S0002"-style id.
 
     Raises:
         FileNotFoundError: `corpus_dir` is missing.
@@ -81,7 +99,7 @@ def prepare_aishell(
             if utt in wavs or (m is not None and m[0] in speakers):
                 # A transcript line of this split's speaker without its WAV is reported as missing audio.
                 wav = wavs[utt] if utt in wavs else root / "wav" / split / m[0] / f"{utt}.wav"
-                entries.append(Entry(utt, wav, normalize_mandarin(text), wav.parent.name))
+                entries.append(Entry(utt, wav, normalize_aishell(text), wav.parent.name))
         for utt in sorted(set(wavs) - set(transcripts)):
             skipped.append(Skip(utt, f"no line in `{transcript_path}`"))
         out[split] = build_split(CORPUS, split, entries, skipped, corpus_root=root, output_dir=Path(output_dir),

@@ -8,6 +8,7 @@ one transcript line whose audio is missing. It returns a `Fixture` saying what a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,8 @@ import numpy as np
 import soundfile as sf
 
 GARBAGE = b"this is not audio \x00\xff\x13\x37" * 64  # what a truncated download or a bad disc copy looks like
+CORRUPT = "could not be read"  # report reasons (fragments) for the corrupt file and the missing one
+MISSING = "is missing"
 
 
 @dataclass(frozen=True)
@@ -25,15 +28,18 @@ class Expected:
     duration: float  # seconds
     speaker: str
     offset: float = 0.0  # seconds into the file (TED-LIUM segments)
+    extra: Mapping[str, str] = field(default_factory=dict, compare=False)  # other keys the line must carry
 
 
 @dataclass(frozen=True)
 class Fixture:
     corpus_dir: Path  # what to pass to prepare_<corpus>
     expected: dict[str, dict[str, Expected]]  # split -> utterance id -> what the manifest line holds
-    skipped: dict[str, list[str]]  # split -> ids or path fragments the report must list as skipped
+    skipped: dict[str, dict[str, str]]  # split -> {id or path fragment: reason fragment} the report must list
     converted: bool  # True: audio is converted into output_dir/wav; False: the corpus WAVs are used in place
     sources: dict[str, Path] = field(default_factory=dict)  # utterance id -> original audio file
+    excluded: dict[str, int] = field(default_factory=dict)  # split -> items left out by the split's definition
+    prepare_kwargs: dict = field(default_factory=dict)  # extra keyword arguments for prepare_<corpus>
 
 
 def tone(frames: int, sample_rate: int, seed: int, channels: int = 1) -> np.ndarray:
@@ -90,24 +96,33 @@ def make_librispeech(root: Path) -> Fixture:
     trans[base / "dev-clean/174/50561/174-50561.trans.txt"].append("174-50561-0002 THIS FLAC WAS NEVER COPIED")
     for path, lines in trans.items():
         _text(path, lines)
-    return Fixture(root, expected, {"dev-clean": ["84-121123-0002", "174-50561-0002"]}, True, sources)
+    return Fixture(root, expected, {"dev-clean": {"84-121123-0002": CORRUPT, "174-50561-0002": MISSING}}, True,
+                   sources)
 
 
 def make_voxforge(root: Path) -> Fixture:
-    """Two sessions: 48 kHz WAV (wav/) and 16 kHz FLAC (flac/), etc/PROMPTS in each."""
-    sessions = {  # session: (folder, ext, sample rate, fmt, {utt: (raw, normalized, frames)})
-        "Aaron-20080318-kdl": ("wav", "wav", 48000, "WAV", {
+    """Sessions as VoxForge names them: 48 kHz WAV (wav/) and 16 kHz FLAC (flac/), etc/PROMPTS in each.
+
+    Not every session folder is `<user>-<8 digits>-<suffix>`: `Aaron-20080320` has no suffix and
+    `Kevin-2009041514a-xyz_2` has a 10-digit stamp with a letter and a `_2` tail. Kaldi's pattern
+    `<user>-[0-9]{8,10}[a-z]*([_-].*)?` gives both their user as the speaker.
+    """
+    sessions = {  # session: (folder, ext, sample rate, fmt, speaker, {utt: (raw, normalized, frames)})
+        "Aaron-20080318-kdl": ("wav", "wav", 48000, "WAV", "Aaron", {
             "b0019": ("THE 2 BOYS WENT HOME", "the two boys went home", 24000),
             "b0020": ("IT'S ALMOST 10 O'CLOCK", "it's almost ten o'clock", 21600)}),
-        "anonymous-20080504-qvg": ("flac", "flac", 16000, "FLAC", {
+        "Aaron-20080320": ("wav", "wav", 44100, "WAV", "Aaron", {
+            "a0010": ("GOOD MORNING", "good morning", 17640)}),
+        "Kevin-2009041514a-xyz_2": ("flac", "flac", 16000, "FLAC", "Kevin", {
+            "rb-01": ("RED BOOKS", "red books", 5600)}),
+        "anonymous-20080504-qvg": ("flac", "flac", 16000, "FLAC", "anonymous-20080504-qvg", {
             "a0401": ("ALL THE SAME, HE SAID.", "all the same he said", 8000),
             "a0402": ("SHE ASKED FOR $3", "she asked for three dollars", 7200)}),
     }
     expected: dict[str, Expected] = {}
     sources = {}
     seed = 0
-    for session, (folder, ext, sr, fmt, items) in sessions.items():
-        speaker = "Aaron" if session.startswith("Aaron") else session
+    for session, (folder, ext, sr, fmt, speaker, items) in sessions.items():
         prompts = []
         for utt, (raw, norm, frames) in items.items():
             sources[f"{session}/{utt}"] = _write(root / session / folder / f"{utt}.{ext}", frames, sr, seed, fmt)
@@ -121,17 +136,23 @@ def make_voxforge(root: Path) -> Fixture:
     with open(root / "anonymous-20080504-qvg/etc/PROMPTS", "a") as f:
         f.write("anonymous-20080504-qvg/mfc/a0403 NEVER RECORDED\n")
     return Fixture(root, {"train": expected},
-                   {"train": ["Aaron-20080318-kdl/b0021", "anonymous-20080504-qvg/a0403"]}, True, sources)
+                   {"train": {"Aaron-20080318-kdl/b0021": CORRUPT, "anonymous-20080504-qvg/a0403": MISSING}}, True,
+                   sources)
 
 
 def make_aishell(root: Path) -> Fixture:
-    """data_aishell/wav/{train,dev}/<spk>/*.wav (16 kHz mono, used in place) + the v0.8 transcript."""
+    """data_aishell/wav/{train,dev}/<spk>/*.wav (16 kHz mono, used in place) + the v0.8 transcript.
+
+    Real transcripts spell a few Latin letters full-width ("ａ股": A-shares); they are spoken, so they stay
+    (upper-cased, as lhotse's recipe does), next to the characters.
+    """
     base = root / "data_aishell"
     utts = {  # id: (split, raw, normalized, frames)
         "BAC009S0002W0122": ("train", "而 对 楼市 成交 抑制 作用 最 大 的 限 购", "而对楼市成交抑制作用最大的限购", 8000),
-        "BAC009S0002W0123": ("train", "2016 年 的 GDP 增长 了 百分之 6.7", "二千零一十六年的增长了百分之六点七", 7200),
+        "BAC009S0002W0123": ("train", "今年 的 GDP 增长 了 百分之 六", "今年的GDP增长了百分之六", 7200),
         "BAC009S0003W0121": ("train", "１２ 月 份 的 数据", "十二月份的数据", 8800),
         "BAC009S0003W0122": ("train", "也 成为 地方 政府 的 眼中 钉", "也成为地方政府的眼中钉", 6400),
+        "BAC009S0003W0123": ("train", "ａ股 市场 的 ｋ 线", "A股市场的K线", 5600),
         "BAC009S0724W0121": ("dev", "广州 市 房地产 中介 协会 分析", "广州市房地产中介协会分析", 9600),
     }
     lines, expected, sources = [], {}, {}
@@ -143,96 +164,176 @@ def make_aishell(root: Path) -> Fixture:
     _garbage(base / "wav/train/S0002/BAC009S0002W0124.wav")
     lines += ["BAC009S0002W0124 损坏 的 文件", "BAC009S0003W0125 没有 录音 的 句子"]
     _text(base / "transcript" / "aishell_transcript_v0.8.txt", sorted(lines))
-    return Fixture(root, expected, {"train": ["BAC009S0002W0124", "BAC009S0003W0125"]}, False, sources)
+    return Fixture(root, expected, {"train": {"BAC009S0002W0124": CORRUPT, "BAC009S0003W0125": MISSING}}, False,
+                   sources)
+
+
+# The WSJ index files (`<disc>/wsj?/doc/indices/...`) that define the Kaldi splits, as on the LDC discs:
+# `;` comment lines, then `<disc id>:<path on that disc>`; the Nov'92 test indices omit the extension.
+_NDX_HEADER = [";; File: {name}, updated 04/26/94", ";;", ";; Index for the fixture", ";;"]
 
 
 def make_wsj(root: Path) -> Fixture:
-    """WSJ0 + WSJ1 disc folders with uncompressed NIST SPHERE .wv1 files and .dot transcripts.
+    """WSJ0 + WSJ1 disc folders: uncompressed NIST SPHERE .wv1, .dot transcripts, and the .ndx index files.
 
-    Speaker 011's .dot sits next to its audio; speaker 012's sits in the transcrp/dots tree of another disc,
-    as on the real WSJ0 discs.
+    The splits come from the index files, not the folders: `si_dt_05` holds an utterance (4k0c0402) that is
+    not in `h2_p0.ndx`, so it is in no split; speaker 401 is in `tr_s_wv1.ndx` but left out of SI-84/SI-284
+    (Kaldi's wsj_data_prep.sh). Disc 13-16.1 is upper-cased, as some copies are. Speaker 012's .dot sits in the
+    transcrp/dots tree of another disc, as on the real WSJ0 discs.
     """
-    utts = {  # id: (audio folder, raw .dot text, normalized, frames)
-        "011c0201": ("11-1.1/wsj0/si_tr_s/011", r"[loud_breath] I\. B\. M\. ,COMMA isn\'t *sp*ecial",
-                     "i b m comma isn't special", 8000),
-        "011c0202": ("11-1.1/wsj0/si_tr_s/011", "The <Dow> fell 3 %PERCENT .PERIOD [door_slam>] ~",
+    utts = {  # id: (audio file, raw .dot text, normalized, frames)
+        "011c0201": ("11-1.1/wsj0/si_tr_s/011/011c0201.wv1",
+                     r"[loud_breath] Mr\. Ortiz said I\. B\. M\. ,COMMA isn\'t *sp*ecial",
+                     "mister ortiz said i b m comma isn't special", 8000),
+        "011c0202": ("11-1.1/wsj0/si_tr_s/011/011c0202.wv1", "The <Dow> fell 3 %PERCENT .PERIOD [door_slam>] ~",
                      "the dow fell three percent period", 7200),
-        "012c0201": ("11-2.1/wsj0/si_tr_s/012", "Prices rose . \"DOUBLE-QUOTE sharply [<door_slam] today",
+        "012c0201": ("11-2.1/wsj0/si_tr_s/012/012c0201.wv1",
+                     "Prices rose . \"DOUBLE-QUOTE sharply [<door_slam] today",
                      "prices rose double quote sharply today", 8800),
-        "012c0202": ("11-2.1/wsj0/si_tr_s/012", "(LEFT-PAREN Analysts --DASH said )RIGHT-PAREN so",
+        "012c0202": ("11-2.1/wsj0/si_tr_s/012/012c0202.wv1", "(LEFT-PAREN Analysts --DASH said )RIGHT-PAREN so",
                      "left paren analysts dash said right paren so", 6400),
-        "46ac0201": ("13-1.1/wsj1/si_tr_s/46a", "Bonds were mixed [/phone_ring] in light trading",
+        "401c0201": ("11-2.1/wsj0/si_tr_s/401/401c0201.wv1", "Speaker four oh one", "speaker four oh one", 4800),
+        "46ac0201": ("13-1.1/wsj1/si_tr_s/46a/46ac0201.wv1", "Bonds were mixed [/phone_ring] in light trading",
                      "bonds were mixed in light trading", 9600),
-        "440c0201": ("11-14.1/wsj0/si_et_20/440", "Stocks closed higher [phone_ring/]",
+        "440c0201": ("11-14.1/wsj0/si_et_20/440/440c0201.wv1", "Stocks closed higher [phone_ring/]",
                      "stocks closed higher", 8000),
+        "4k0c0301": ("13-16.1/WSJ1/SI_DT_20/4K0/4K0C0301.WV1",
+                     "MRS\\. JONES SAID SO: ,COMMA DR\\. SMITH AGREED",
+                     "missus jones said so comma doctor smith agreed", 7200),
+        "4k0c0401": ("13-16.1/WSJ1/SI_DT_05/4K0/4K0C0401.WV1", "SALES ROSE", "sales rose", 5600),
+        "4k0c0402": ("13-16.1/WSJ1/SI_DT_05/4K0/4K0C0402.WV1", "NOT IN THE INDEX", "not in the index", 5600),
     }
     dots = {"011": root / "11-1.1/wsj0/si_tr_s/011/011c0200.dot",
             "012": root / "11-4.1/wsj0/transcrp/dots/si_tr_s/012/012c0200.dot",
+            "401": root / "11-2.1/wsj0/si_tr_s/401/401c0200.dot",
             "46a": root / "13-1.1/wsj1/si_tr_s/46a/46ac0200.dot",
-            "440": root / "11-14.1/wsj0/si_et_20/440/440c0200.dot"}
-    lines: dict[str, list[str]] = {}
+            "440": root / "11-14.1/wsj0/si_et_20/440/440c0200.dot",
+            "4k03": root / "13-16.1/WSJ1/SI_DT_20/4K0/4K0C0300.DOT",
+            "4k04": root / "13-16.1/WSJ1/SI_DT_05/4K0/4K0C0400.DOT"}
+    lines: dict[Path, list[str]] = {}
     sources, by_id = {}, {}
-    for seed, (utt, (folder, raw, norm, frames)) in enumerate(utts.items()):
-        sources[utt] = _write(root / folder / f"{utt}.wv1", frames, 16000, seed, "NIST")
-        lines.setdefault(utt[:3], []).append(f"{raw} ({utt})")
+    for seed, (utt, (path, raw, norm, frames)) in enumerate(utts.items()):
+        sources[utt] = _write(root / path, frames, 16000, seed, "NIST")
+        dot = dots.get(utt[:3]) or dots[utt[:3] + utt[5]]
+        upper = dot.name.isupper()
+        lines.setdefault(dot, []).append(f"{raw} ({utt.upper() if upper else utt})")
         by_id[utt] = Expected(norm, frames / 16000, utt[:3])
     _garbage(root / "11-1.1/wsj0/si_tr_s/011/011c0203.wv1")
-    lines["011"].append("A corrupt file (011c0203)")
-    lines["012"].append("This one was never recorded (012c0203)")
-    for spk, path in dots.items():
-        _text(path, lines[spk])
-    si84 = {u: e for u, e in by_id.items() if u[:3] in ("011", "012")}
+    lines[dots["011"]].append("A corrupt file (011c0203)")
+    lines[dots["012"]].append("This one was never recorded (012c0203)")
+    for path, dot_lines in lines.items():
+        _text(path, dot_lines)
+
+    def ndx(path: str, entries: list[str]) -> None:
+        _text(root / path, [h.format(name=Path(path).name) for h in _NDX_HEADER] + entries)
+
+    ndx("11-13.1/wsj0/doc/indices/train/tr_s_wv1.ndx",
+        [f"11_1_1:wsj0/si_tr_s/011/011c020{i}.wv1" for i in (1, 2, 3)]
+        + [f"11_2_1:wsj0/si_tr_s/012/012c020{i}.wv1" for i in (1, 2, 3)]
+        + ["11_2_1:wsj0/si_tr_s/401/401c0201.wv1"])
+    ndx("13-34.1/wsj1/doc/indices/si_tr_s.ndx", ["13_1_1:wsj1/si_tr_s/46a/46ac0201.wv1"])
+    ndx("11-13.1/wsj0/doc/indices/test/nvp/si_et_20.ndx", ["11_14_1:wsj0/si_et_20/440/440c0201"])
+    ndx("13-34.1/wsj1/doc/indices/h1_p0.ndx", ["13_16_1:wsj1/si_dt_20/4k0/4k0c0301.wv1"])
+    ndx("13-34.1/wsj1/doc/indices/h2_p0.ndx", ["13_16_1:wsj1/si_dt_05/4k0/4k0c0401.wv1"])
+
+    si84 = {u: by_id[u] for u in ("011c0201", "011c0202", "012c0201", "012c0202")}
     expected = {"train_si84": si84, "train_si284": {**si84, "46ac0201": by_id["46ac0201"]},
-                "test_eval92": {"440c0201": by_id["440c0201"]}}
-    bad = ["011c0203", "012c0203"]
-    return Fixture(root, expected, {"train_si84": bad, "train_si284": bad}, True, sources)
+                "test_eval92": {"440c0201": by_id["440c0201"]}, "test_dev93": {"4k0c0301": by_id["4k0c0301"]},
+                "test_dev93_5k": {"4k0c0401": by_id["4k0c0401"]}}
+    bad = {"011c0203": CORRUPT, "012c0203": MISSING}
+    return Fixture(root, expected, {"train_si84": bad, "train_si284": bad}, True, sources,
+                   excluded={"train_si84": 1, "train_si284": 1})
 
 
-def make_chime4(root: Path) -> Fixture:
-    """CHiME4/data: isolated_1ch_track dt05_*_real (+ et05_bus_simu) WAVs and the annotation JSONs."""
-    data = root / "CHiME4" / "data"
-    track = data / "audio/16kHz/isolated_1ch_track"
-    utts = {  # (split, speaker, wsj_name, env, channel): (dot, normalized, frames)
+def make_chime4(root: Path, wsj0: bool = True) -> Fixture:
+    """CHiME-4 as its archive unpacks, `CHiME3/data/...`:
+
+        audio/16kHz/isolated_1ch_track/{dt05,et05}_<env>_{real,simu}/<SPK>_<WSJ>_<ENV>.wav   (one file each)
+        audio/16kHz/isolated_6ch_track/tr05_<env>_{real,simu}/<SPK>_<WSJ>_<ENV>.CH<n>.wav    (training)
+        annotations/<set>_<kind>.json, annotations/<set>_<kind>_1ch_track.list (channel used per utterance)
+        transcriptions/<set>_<kind>.dot_all                                             ("text (<SPK>_<WSJ>_<ENV>)")
+
+    Real sets carry their transcript in the annotation's `dot`; et05_simu's annotation has none (its text
+    is in `transcriptions/et05_simu.dot_all`) and no 1ch_track list (that came in a later CHiME-4 update);
+    tr05_simu is WSJ0 audio with noise added, its text is in the WSJ0 .dot files (`wsj0_dir`).
+    """
+    data = root / "CHiME3" / "data"
+    one = data / "audio/16kHz/isolated_1ch_track"
+    six = data / "audio/16kHz/isolated_6ch_track"
+    utts = {  # (split, speaker, wsj_name, env, channel): (dot in the annotation, normalized, frames)
         ("dt05_real", "F01", "050C0101", "BUS", "CH5"): ("[noise] The index rose 2 points", "the index rose two "
                                                         "points", 8000),
         ("dt05_real", "F01", "050C0102", "CAF", "CH4"): ("Traders were *cau*tious ,COMMA", "traders were cautious "
                                                         "comma", 7200),
         ("dt05_real", "M03", "050C0103", "PED", "CH1"): ("<The> market closed", "the market closed", 8800),
-        ("dt05_real", "M03", "050C0104", "STR", "CH5"): ("Volume was heavy", "volume was heavy", 6400),
-        ("et05_simu", "F05", "440C0201", "BUS", "CH5"): ("Shares fell sharply", "shares fell sharply", 9600),
+        ("dt05_real", "M03", "050C0104", "STR", "CH5"): ("Mr\\. Volcker was heavy", "mister volcker was heavy",
+                                                        6400),
+        ("et05_simu", "F05", "440C0201", "BUS", None): (None, "shares fell sharply", 9600),
+        ("tr05_real", "F01", "22GC010A", "STR", "CH5"): ("Bond prices rose", "bond prices rose", 5600),
+        ("tr05_simu", "011", "011C0201", "CAF", "CH5"): (None, "the index rose", 4800),
     }
     annotations: dict[str, list[dict]] = {}
+    lists: dict[str, list[str]] = {}
     expected: dict[str, dict[str, Expected]] = {}
     sources = {}
     for seed, ((split, spk, wsj, env, ch), (dot, norm, frames)) in enumerate(utts.items()):
         set_, kind = split.split("_")
-        utt = f"{spk}_{wsj}_{env}"
-        sources[utt] = _write(track / f"{set_}_{env.lower()}_{kind}" / f"{utt}.{ch}.wav", frames, 16000, seed, "WAV")
-        annotations.setdefault(split, []).append({"speaker": spk, "wsj_name": wsj, "environment": env, "dot": dot,
-                                                  "prompt": dot, "ref_mic": ch})
-        expected.setdefault(split, {})[utt] = Expected(norm, frames / 16000, spk)
-    _garbage(track / "dt05_bus_real/F01_050C0105_BUS.CH5.wav")
+        name = f"{spk}_{wsj}_{env}"
+        folder = f"{set_}_{env.lower()}_{kind}"
+        if set_ == "tr05":  # all six channels (and CH0, the close-talk mic, for real data); CH5 is used
+            for n in ((0, 1, 5) if kind == "real" else (1, 5)):
+                path = _write(six / folder / f"{name}.CH{n}.wav", frames, 16000, seed + 10 * n, "WAV")
+                if f"CH{n}" == ch:
+                    sources[f"{name}_{kind.upper()}"] = path
+        else:
+            sources[f"{name}_{kind.upper()}"] = _write(one / folder / f"{name}.wav", frames, 16000, seed, "WAV")
+            if ch:
+                lists.setdefault(split, []).append(f"{folder}/{name}.{ch}.wav")
+        item = {"speaker": spk, "wsj_name": wsj, "environment": env, "start": 0.5, "end": 0.5 + frames / 16000}
+        if dot is not None:
+            item |= {"dot": dot, "prompt": dot}
+        annotations.setdefault(split, []).append(item)
+        extra = {"environment": env.lower(), **({"channel": ch} if ch else {})}
+        expected.setdefault(split, {})[f"{name}_{kind.upper()}"] = Expected(norm, frames / 16000, spk, extra=extra)
+    _text(data / "transcriptions/et05_simu.dot_all", ["Shares fell sharply (F05_440C0201_BUS)"])
+    wsj0_dir = root / "WSJ0"
+    _text(wsj0_dir / "11-1.1/wsj0/si_tr_s/011/011c0200.dot", ["The index rose (011c0201)"])
+
+    _garbage(one / "dt05_bus_real/F01_050C0105_BUS.wav")
     annotations["dt05_real"] += [
         {"speaker": "F01", "wsj_name": "050C0105", "environment": "BUS", "dot": "corrupt", "prompt": "corrupt"},
         {"speaker": "M03", "wsj_name": "050C010A", "environment": "PED", "dot": "missing", "prompt": "missing"}]
+    lists["dt05_real"] += ["dt05_bus_real/F01_050C0105_BUS.CH2.wav", "dt05_ped_real/M03_050C010A_PED.CH5.wav"]
     for split, items in annotations.items():
         path = data / "annotations" / f"{split}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(items, indent=1))
-    return Fixture(root, expected, {"dt05_real": ["F01_050C0105_BUS", "M03_050C010A_PED"]}, False, sources)
+    for split, entries in lists.items():
+        _text(data / "annotations" / f"{split}_1ch_track.list", entries)
+    bad = {"F01_050C0105_BUS_REAL": CORRUPT, "M03_050C010A_PED_REAL": MISSING}
+    return Fixture(root, expected, {"dt05_real": bad}, False, sources,
+                   prepare_kwargs={"wsj0_dir": wsj0_dir} if wsj0 else {})
 
 
 def make_tedlium(root: Path) -> Fixture:
-    """TEDLIUM_release-3 with legacy/dev and data/ (train): one 16 kHz .sph per talk, .stm segments."""
+    """TEDLIUM_release-3 with legacy/dev and data/ (train): one 16 kHz .sph per talk, .stm segments.
+
+    Field 6 of an STM line is a label (`<o,f0,male>`, `<F0_M>`, `<NA>`), never words. `inter_segment_gap`
+    and `ignore_time_segment_in_scoring` segments are not speech to learn from. Release 3's training
+    transcripts are automatic: a segment with `<unk>` has a spoken word without a label, so it is dropped;
+    some lines end with the talk's name and a counter, `(JaneDoe_2012-1)`, which is not speech either.
+    """
     base = root / "TEDLIUM_release-3"
-    talks = {  # (split folder, talk): (seconds of audio, [(start, end, raw transcript, normalized)])
+    talks = {  # (split folder, talk): (seconds of audio, [(start, end, label, raw transcript, normalized)])
         ("legacy/dev", "AlGore_2009"): (2.0, [
-            (0.10, 0.60, "so it 's <unk> 100 years later", "so it's one hundred years later"),
-            (0.70, 1.20, "we 're {NOISE} going to read(2) it", "we're going to read it")]),
+            (0.10, 0.60, "<o,f0,male>", "so it 's <unk> 100 years later", "so it's one hundred years later"),
+            (0.70, 1.20, "<o,f0,male>", "we 're {NOISE} going to read(2) it", "we're going to read it")]),
         ("legacy/dev", "BillGates_2010"): (1.5, [
-            (0.00, 0.45, "i don 't think so", "i don't think so"),
-            (1.00, 2.50, "the end of the talk runs past the audio", "the end of the talk runs past the audio")]),
-        ("data", "JaneDoe_2012"): (1.0, [(0.20, 0.80, "hello <unk> world", "hello world")]),
+            (0.00, 0.45, "<F0_M>", "i don 't think so", "i don't think so"),
+            (1.00, 2.50, "<NA>", "the end of the talk runs past the audio",
+             "the end of the talk runs past the audio")]),
+        ("data", "JaneDoe_2012"): (1.0, [
+            (0.05, 0.45, "<o,f0,female>", "hello world (JaneDoe_2012-1)", "hello world")]),
     }
     expected: dict[str, dict[str, Expected]] = {}
     sources = {}
@@ -240,13 +341,19 @@ def make_tedlium(root: Path) -> Fixture:
         split = "dev" if folder == "legacy/dev" else "train"
         sph = _write(base / folder / "sph" / f"{talk}.sph", int(seconds * 16000), 16000, seed, "NIST")
         stm = [f"{talk} 1 inter_segment_gap 0.00 0.05 <o,,unknown> ignore_time_segment_in_scoring"]
-        for start, end, raw, norm in segments:
+        for start, end, label, raw, norm in segments:
             utt = f"{talk}-{round(start * 100):07d}-{round(end * 100):07d}"
-            stm.append(f"{talk} 1 {talk} {start:.2f} {end:.2f} <o,f0,male> {raw}")
+            stm.append(f"{talk} 1 {talk} {start:.2f} {end:.2f} {label} {raw}")
             expected.setdefault(split, {})[utt] = Expected(norm, round(min(end, seconds) - start, 4), talk, start)
             sources[utt] = sph
         _text(base / folder / "stm" / f"{talk}.stm", stm)
+    with open(base / "legacy/dev/stm/AlGore_2009.stm", "a") as f:  # an ignore segment whose label has no comma
+        f.write("AlGore_2009 1 AlGore_2009 1.30 1.90 <F0_M> ignore_time_segment_in_scoring\n")
+    with open(base / "data/stm/JaneDoe_2012.stm", "a") as f:
+        f.write("JaneDoe_2012 1 JaneDoe_2012 0.50 0.90 <o,f0,female> hello <unk> again (JaneDoe_2012-2)\n")
     _garbage(base / "legacy/dev/sph/Corrupt_2011.sph")
     _text(base / "legacy/dev/stm/Corrupt_2011.stm", ["Corrupt_2011 1 Corrupt_2011 0.00 0.50 <o,f0,male> broken"])
     _text(base / "legacy/dev/stm/Missing_2012.stm", ["Missing_2012 1 Missing_2012 0.00 0.50 <o,f0,male> gone"])
-    return Fixture(root, expected, {"dev": ["Corrupt_2011.sph", "Missing_2012.sph"]}, True, sources)
+    return Fixture(root, expected, {"dev": {"Corrupt_2011.sph": CORRUPT, "Missing_2012.sph": MISSING},
+                                    "train": {"JaneDoe_2012-0000050-0000090": "<unk>"}}, True, sources,
+                   excluded={"dev": 3, "train": 1})

@@ -5,13 +5,19 @@ segmented by STM transcripts. Release 3 layout:
     TEDLIUM_release-3/legacy/{train,dev,test}/{sph,stm}/<talk>.{sph,stm}   # the release-2 split
 
 Releases 1 and 2 have `{train,dev,test}/{sph,stm}` at the top. STM lines are
-`<talk> <channel> <speaker> <start> <end> [<label>] <transcript>`.
+`<talk> <channel> <speaker> <start> <end> <label> <transcript>`; the label (`<o,f0,male>`, `<F0_M>`,
+`<NA>`) is always dropped, as Kaldi, ESPnet and lhotse do.
 
 Splits: "train" (from `data/` when present, else `legacy/train`), "dev" and "test". Each talk is
 converted once to `output_dir/wav/.../<talk>.wav`; each STM segment becomes one manifest line with
-`offset` and `duration` into it. `ignore_time_segment_in_scoring` segments are not speech to learn from
-and are left out silently; `<unk>` and `{NOISE}`-style tokens are dropped and the tokenized contractions
-are joined back ("it 's" -> "it's").
+`offset` and `duration` into it.
+
+Left out: `inter_segment_gap` and `ignore_time_segment_in_scoring` segments are not speech to learn from
+(counted under `excluded` in the report). Release 3's training transcripts are automatic alignments: a
+`<unk>` there is a spoken word without a label, so a training segment with `<unk>` is skipped and listed
+in the report (dev/test are manual; a `<unk>` there is dropped from the text). A trailing `(<talk>-<n>)`,
+which some training lines end with, is not speech and is removed. `{NOISE}`-style tokens are dropped and
+the tokenized contractions are joined back ("it 's" -> "it's").
 """
 
 from __future__ import annotations
@@ -28,11 +34,15 @@ from deepspeech2.text import normalize_english
 
 CORPUS = "tedlium"
 IGNORE = "ignore_time_segment_in_scoring"
+GAP = "inter_segment_gap"
+NOT_SPEECH = "inter_segment_gap or ignore_time_segment_in_scoring segment (not speech to learn from)"
+UNK = "<unk>"
 LAYOUT = ("TEDLIUM_release-3/legacy/{train,dev,test}/{sph,stm}/<talk>.{sph,stm} "
           "and/or TEDLIUM_release-3/data/{sph,stm}/<talk>.{sph,stm}")
 _DROP = re.compile(r"^(?:<[^>]*>|\{[^}]*\}|\[[^\]]*\])$")  # <unk>, {NOISE}, {SMACK}, [noise]
 _VARIANT = re.compile(r"\(\d+\)$")  # "read(2)": the second pronunciation in the dictionary
 _CONTRACTION = re.compile(r" '(?=[a-z])")  # "it 's" / "we 're" / "don 't": rejoin the tokenized clitic
+_TALK_TAG = re.compile(r"^\([^()\s]+-\d+\)$")  # a line's trailing "(JaneDoe_2012-1)": the talk and a counter
 
 
 def normalize_tedlium(text: str) -> str:
@@ -59,9 +69,14 @@ def _split_dirs(root: Path) -> dict[str, Path]:
     return {s: dirs[s] for s in ("train", "dev", "test") if s in dirs}
 
 
-def scan_split(split_dir: Path) -> tuple[list[Entry], list[Skip]]:
-    """One Entry per scored STM segment of every talk in `split_dir/{stm,sph}`."""
-    entries, skipped = [], []
+def scan_split(split_dir: Path, drop_unk: bool = False) -> tuple[list[Entry], list[Skip], int]:
+    """One Entry per scored STM segment of every talk in `split_dir/{stm,sph}`.
+
+    Returns:
+        (entries, skipped, the number of non-speech segments left out). With `drop_unk`, a segment whose
+        transcript has `<unk>` is skipped (and reported) rather than imported without that word.
+    """
+    entries, skipped, not_speech = [], [], 0
     stms = sorted((split_dir / "stm").glob("*.stm"))
     for stm in stms:
         sph = split_dir / "sph" / f"{stm.stem}.sph"
@@ -74,10 +89,12 @@ def scan_split(split_dir: Path) -> tuple[list[Entry], list[Skip]]:
                                     "(talk channel speaker start end [<label>] transcript)", is_path=True))
                 continue
             talk, _, speaker, start, end, *words = fields
-            if words and words[0].startswith("<") and words[0].endswith(">") and "," in words[0]:
-                words = words[1:]  # the <o,f0,male> label
-            if words == [IGNORE]:
+            words = words[1:]  # field 6 is the label (<o,f0,male>, <F0_M>, <NA>), never words
+            if speaker == GAP or IGNORE in words:
+                not_speech += 1
                 continue
+            if words and _TALK_TAG.match(words[-1]):
+                words = words[:-1]
             try:
                 t0, t1 = float(start), float(end)
             except ValueError:
@@ -87,13 +104,17 @@ def scan_split(split_dir: Path) -> tuple[list[Entry], list[Skip]]:
                 skipped.append(Skip(f"{stm}:{n}", f"segment end {t1} is not after start {t0}", is_path=True))
                 continue
             utt = f"{talk}-{round(t0 * 100):07d}-{round(t1 * 100):07d}"
+            if drop_unk and any(w.lower() == UNK for w in words):
+                skipped.append(Skip(utt, f"transcript has {UNK}, a spoken word the automatic transcript could not "
+                                         "label (training segments with it are left out)"))
+                continue
             entries.append(Entry(utt, sph, normalize_tedlium(" ".join(words)), speaker, offset=t0, end=t1))
     with_stm = {s.stem for s in stms}
     for sph in sorted((split_dir / "sph").glob("*.sph")):
         if sph.stem not in with_stm:
             skipped.append(Skip(str(sph), f"no transcript `{split_dir / 'stm' / (sph.stem + '.stm')}`",
                                 is_path=True))
-    return entries, skipped
+    return entries, skipped, not_speech
 
 
 def prepare_tedlium(
@@ -126,7 +147,7 @@ def prepare_tedlium(
         raise no_layout(corpus_dir, LAYOUT)
     out = {}
     for split in select_splits(list(dirs), splits, CORPUS):
-        entries, skipped = scan_split(dirs[split])
+        entries, skipped, not_speech = scan_split(dirs[split], drop_unk=split == "train")
         out[split] = build_split(CORPUS, split, entries, skipped, corpus_root=root, output_dir=Path(output_dir),
-                                 language="en", num_workers=num_workers)
+                                 language="en", num_workers=num_workers, excluded={NOT_SPEECH: not_speech})
     return out

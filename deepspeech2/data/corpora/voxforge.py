@@ -8,6 +8,11 @@ Layout of the unpacked tarballs (any depth below `corpus_dir`):
 
 Sessions without `etc/PROMPTS` fall back to `etc/prompts-original` ("<utt> Transcript" per line).
 Everything goes to one split, "train" (VoxForge has no official dev/test).
+
+The speaker is the user part of the session name. Not every session is `<user>-<yyyymmdd>-<id>`
+("Aaron-20080320", "Kevin-2009041514a-xyz_2"): the name is parsed with the pattern of Kaldi's
+voxforge_data_prep.sh, `<user>-[0-9]{8,10}[a-z]*([_-].*)?`. A name that doesn't match it, and the shared
+"anonymous" account, keep the session name as the speaker rather than merging strangers.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from deepspeech2.text import normalize_english
 CORPUS = "voxforge"
 SPLIT = "train"
 LAYOUT = "<user>-<yyyymmdd>-<id>/etc/PROMPTS with audio in <user>-<yyyymmdd>-<id>/wav/<utt>.wav or flac/<utt>.flac"
-_SESSION = re.compile(r"^(?P<user>.+)-(?P<date>\d{8})-(?P<id>[^-]+)$")
+_SESSION = re.compile(r"^(?P<user>.+)-[0-9]{8,10}[a-z]*(?:[_-].*)?$")  # Kaldi's voxforge_data_prep.sh
 _AUDIO = (("wav", ".wav"), ("flac", ".flac"))
 
 

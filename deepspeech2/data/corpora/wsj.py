@@ -1,19 +1,33 @@
 """Wall Street Journal read speech: WSJ0 (LDC93S6B) and WSJ1 (LDC94S13B), 16 kHz NIST SPHERE.
 
-Layout as copied from the discs (folder names are matched case-insensitively):
+Layout as copied from the discs, at any depth below `corpus_dir` (names are matched case-insensitively:
+some copies, e.g. of disc 13-16.1, are upper-cased):
 
-    <disc>/wsj0/si_tr_s/<spk>/<utt>.wv1           # e.g. 11-1.1/wsj0/si_tr_s/011/011c0201.wv1
-    <disc>/wsj1/si_dt_20/<spk>/<utt>.wv1
-    <disc>/.../<subset>/<spk>/<spk>*.dot            # "Transcript words (011c0201)" per line
+    11-1.1/wsj0/si_tr_s/011/011c0201.wv1                  # <disc>/<wsj0|wsj1>/<subset>/<spk>/<utt>.wv1
+    11-1.1/wsj0/si_tr_s/011/011c0200.dot                  # "Transcript words (011c0201)" per line
+    11-4.1/wsj0/transcrp/dots/si_tr_s/012/012c0200.dot    # (some .dot files sit on another disc)
+    11-13.1/wsj0/doc/indices/train/tr_s_wv1.ndx           # the index files that define the splits
+    13-34.1/wsj1/doc/indices/{si_tr_s,h1_p0,h2_p0}.ndx
 
-Splits follow the Kaldi `wsj/s5` recipe (the names every WSJ result is reported under):
+The splits are those of Kaldi's `wsj/s5` recipe (local/wsj_data_prep.sh), the names every WSJ result is
+reported under. They are read from the index files, not from the folders: `si_dt_05` holds 913
+utterances, the 5k dev set is the 513 of h2_p0.ndx.
 
-    train_si84      wsj0/si_tr_s                    (7138 utterances, 15 h)
-    train_si284     wsj0/si_tr_s + wsj1/si_tr_s     (37k utterances, 81 h)
-    test_eval92     wsj0/si_et_20                   (Nov'92 20k, 333 utterances)
-    test_eval92_5k  wsj0/si_et_05                   (Nov'92 5k, 330 utterances)
-    test_dev93      wsj1/si_dt_20                   (Nov'93 dev 20k, 503 utterances)
-    test_dev93_5k   wsj1/si_dt_05                   (Nov'93 dev 5k)
+    split           index file(s) (disc)                                        utterances
+    train_si84      wsj0/doc/indices/train/tr_s_wv1.ndx (11-13.1), less spk 401     7138
+    train_si284     + wsj1/doc/indices/si_tr_s.ndx (13-34.1)                       37416
+    test_eval92     wsj0/doc/indices/test/nvp/si_et_20.ndx (11-13.1)   Nov'92 20k    333
+    test_eval92_5k  wsj0/doc/indices/test/nvp/si_et_05.ndx (11-13.1)   Nov'92 5k     330
+    test_dev93      wsj1/doc/indices/h1_p0.ndx (13-34.1)               Nov'93 dev    503
+    test_dev93_5k   wsj1/doc/indices/h2_p0.ndx (13-34.1)               dev 5k        513
+    test_eval93     wsj1/doc/indices/wsj1/eval/h1_p0.ndx (13-32.1)     Nov'93 20k    213
+    test_eval93_5k  wsj1/doc/indices/wsj1/eval/h2_p0.ndx (13-32.1)     Nov'93 5k
+
+An index line is `<disc id>:<path on that disc>` (`11_1_1:wsj0/si_tr_s/011/011c0201.wv1`; the Nov'92 test
+indices leave out `.wv1`), `;` starts a comment. The audio is looked up by that path below any disc folder,
+case-insensitively, so the disc id is not needed (and Kaldi's fix of the Nov'93 indices' wrong disc id,
+13_32_1 for 13_33_1, is moot). Speaker 401 is listed in tr_s_wv1.ndx but Kaldi leaves it out of both
+training sets; its utterances are counted under `excluded` in the report.
 
 Only the Sennheiser channel (.wv1) is used. Most disc copies store shorten-compressed SPHERE, which
 libsndfile can't read: those are decoded with `sph2pipe` when it is on PATH, else skipped and reported
@@ -22,9 +36,11 @@ with the fix. Transcripts are cleaned of the WSJ markup (`normalize_wsj`) then E
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepspeech2.data.corpora._common import Entry, Skip, build_split, find_root, no_layout, read_text_lines, \
@@ -32,23 +48,48 @@ from deepspeech2.data.corpora._common import Entry, Skip, build_split, find_root
 from deepspeech2.data.manifest import Utterance
 from deepspeech2.text import normalize_english
 
+log = logging.getLogger(__name__)
+
 CORPUS = "wsj"
-SPLITS = {  # split -> the (disc set, subset folder) pairs it is made of (Kaldi wsj_data_prep.sh)
-    "train_si84": (("wsj0", "si_tr_s"),),
-    "train_si284": (("wsj0", "si_tr_s"), ("wsj1", "si_tr_s")),
-    "test_eval92": (("wsj0", "si_et_20"),),
-    "test_eval92_5k": (("wsj0", "si_et_05"),),
-    "test_dev93": (("wsj1", "si_dt_20"),),
-    "test_dev93_5k": (("wsj1", "si_dt_05"),),
+_WSJ0_TRAIN = ("11-13.1", "wsj0/doc/indices/train/tr_s_wv1.ndx")
+_WSJ1_TRAIN = ("13-34.1", "wsj1/doc/indices/si_tr_s.ndx")
+# split -> its index files: (the disc Kaldi reads it from, its path below that disc, lower case)
+SPLITS: dict[str, tuple[tuple[str, str], ...]] = {
+    "train_si84": (_WSJ0_TRAIN,),
+    "train_si284": (_WSJ0_TRAIN, _WSJ1_TRAIN),
+    "test_eval92": (("11-13.1", "wsj0/doc/indices/test/nvp/si_et_20.ndx"),),
+    "test_eval92_5k": (("11-13.1", "wsj0/doc/indices/test/nvp/si_et_05.ndx"),),
+    "test_dev93": (("13-34.1", "wsj1/doc/indices/h1_p0.ndx"),),
+    "test_dev93_5k": (("13-34.1", "wsj1/doc/indices/h2_p0.ndx"),),
+    "test_eval93": (("13-32.1", "wsj1/doc/indices/wsj1/eval/h1_p0.ndx"),),
+    "test_eval93_5k": (("13-32.1", "wsj1/doc/indices/wsj1/eval/h2_p0.ndx"),),
 }
-LAYOUT = "<disc>/wsj0/si_tr_s/<spk>/<utt>.wv1 (and wsj1/..., si_et_20, si_dt_20, ...) with <spk>*.dot transcripts"
-_DISC = re.compile(r"^wsj[01]$")
-_SUBSET = re.compile(r"^s[di]_(?:tr|dt|et)_\w+$")
+# The sizes Kaldi's wsj_data_prep.sh expects (test_eval93_5k is left unchecked: its size isn't documented
+# there). A different count means the wrong or a damaged index file: it is logged, not fatal.
+STANDARD_SIZES = {"train_si84": 7138, "train_si284": 37416, "test_eval92": 333, "test_eval92_5k": 330,
+                  "test_dev93": 503, "test_dev93_5k": 513, "test_eval93": 213}
+EXCLUDED_SPEAKER = "wsj0/si_tr_s/401/"  # Kaldi: `grep -v 11-2.1/wsj0/si_tr_s/401` for si84 and si284
+EXCLUDED_REASON = "speaker 401, left out of SI-84 and SI-284 as in Kaldi's wsj_data_prep.sh"
+LAYOUT = ("the WSJ0/WSJ1 disc folders (11-1.1/, ..., 13-34.1/): <disc>/wsj0/si_tr_s/<spk>/<utt>.wv1 with .dot "
+          "transcripts, and the index files 11-13.1/wsj0/doc/indices/... and 13-34.1/wsj1/doc/indices/...")
+_DISC_DIR = re.compile(r"^(\d+)[-_](\d+)[._](\d+)$")  # "11-1.1" (or "11_1_1") -> disc id "11_1_1"
+_NDX_LINE = re.compile(r"^(?P<disc>\d+_\d+_\d+)\s*:\s*/?(?P<path>\S+)\s*$")
 _DOT_LINE = re.compile(r"^(?P<text>.*)\((?P<id>[0-9a-z]{8})\)\s*$", re.IGNORECASE)
 _NOISE = re.compile(r"^\[.*\]$")  # [loud_breath], [<door_slam], [door_slam>], [/phone_ring], [phone_ring/]
 _DELETED = re.compile(r"^<(.+)>$")  # <word>: a "verbal deletion" the speaker still pronounced (Kaldi keeps it)
 # Verbalized punctuation, as read aloud in the VP prompts: ,COMMA .PERIOD "DOUBLE-QUOTE (LEFT-PAREN --DASH
 _VERBAL_PUNCT = re.compile(r"^[^\w\s]+(?P<name>[A-Za-z]+(?:-[A-Za-z]+)*)$")
+# Abbreviations the readers said in full. Kaldi keeps "MR." as a word and lets the CMU dictionary give it
+# the pronunciation "mister"; a character model needs the spoken word in the label instead. Only forms
+# written with their period (`Mr\.` in the .dot files) and with one reading are expanded: "St." (saint or
+# street), "Co." (company or "co"), "No.", "Ft." and "Ms." are left as written.
+ABBREVIATIONS = {
+    "mr.": "mister", "mrs.": "missus", "dr.": "doctor", "jr.": "junior", "messrs.": "messieurs",
+    "sen.": "senator", "rep.": "representative", "gov.": "governor", "gen.": "general", "lt.": "lieutenant",
+    "col.": "colonel", "sgt.": "sergeant", "capt.": "captain", "prof.": "professor", "rev.": "reverend",
+    "corp.": "corporation", "inc.": "incorporated", "ltd.": "limited", "bros.": "brothers", "vs.": "versus",
+    "mt.": "mount", "dept.": "department",
+}
 
 
 def normalize_wsj(text: str) -> str:
@@ -56,12 +97,13 @@ def normalize_wsj(text: str) -> str:
     `normalize_english`.
 
     Noise events (`[loud_breath]`, `[<door_slam]`, ...), the truncation mark `~` and the pause mark `.`
-    are dropped; `<word>` and `*mispronounced*` words keep the word; backslash quoting (`I\\.`, `isn\\'t`)
-    is removed; verbalized punctuation keeps the spoken name (`,COMMA` -> "comma", `"DOUBLE-QUOTE` ->
-    "double quote").
+    are dropped; `<word>` and `*mispronounced*` words keep the word, and a lengthened `word:` loses the
+    colon; backslash quoting (`I\\.`, `isn\\'t`) is removed; verbalized punctuation keeps the spoken name
+    (`,COMMA` -> "comma", `"DOUBLE-QUOTE` -> "double quote"); titles and company suffixes are said in full
+    (`Mr\\.` -> "mister", `Corp\\.` -> "corporation": `ABBREVIATIONS`).
 
-    >>> normalize_wsj(r"[loud_breath] I\\. B\\. M\\. ,COMMA isn\\'t *sp*ecial <the> deal . ~")
-    "i b m comma isn't special the deal"
+    >>> normalize_wsj(r"[loud_breath] Mr\\. I\\. B\\. M\\. ,COMMA isn\\'t *sp*ecial <the> deal . ~")
+    "mister i b m comma isn't special the deal"
     """
     words = []
     for w in text.split():
@@ -70,43 +112,131 @@ def normalize_wsj(text: str) -> str:
             continue
         if m := _DELETED.match(w):
             w = m[1]
-        w = w.replace("*", "")
         if m := _VERBAL_PUNCT.match(w):
             w = m["name"]
+        else:
+            w = w.replace("*", "").replace("~", "").replace(":", "")
+            w = ABBREVIATIONS.get(w.lower(), w)
         words.append(w)
     return normalize_english(" ".join(words))
 
 
-def _locate(path: Path) -> tuple[str, str] | None:
-    """("wsj0", "si_tr_s") for `.../wsj0/si_tr_s/...` or `.../wsj0/transcrp/dots/si_tr_s/...`."""
-    parts = [p.lower() for p in path.parts]
-    discs = [i for i, p in enumerate(parts) if _DISC.match(p)]
-    if not discs:
-        return None
-    subsets = [p for p in parts[discs[-1] + 1:-1] if _SUBSET.match(p)]
-    return (parts[discs[-1]], subsets[0]) if subsets else None
+# ------------------------------------------------------------------------------------- finding the files
 
 
-def _scan(root: Path) -> tuple[dict[tuple[str, str], dict[str, Path]], dict[str, tuple[str, Path]]]:
-    """Audio by (disc set, subset) -> {utt: .wv1}, and transcripts {utt: (text, .dot file)}."""
-    audio: dict[tuple[str, str], dict[str, Path]] = {}
-    dots = []
-    for dirpath, _, files in os.walk(root, followlinks=True):
-        for name in files:
+@dataclass
+class _Files:
+    """What a walk of the corpus found, by lower-case path below the corpus root."""
+
+    root: Path
+    wv1: dict[str, list[Path]] = field(default_factory=dict)  # lower-case file name -> files
+    dots: list[Path] = field(default_factory=list)
+    ndx: list[Path] = field(default_factory=list)
+    discs: dict[str, Path] = field(default_factory=dict)  # disc id "11_1_1" -> its folder
+
+    def rel(self, path: Path) -> str:
+        return "/".join(p.lower() for p in path.relative_to(self.root).parts)
+
+    def find(self, candidates: Iterable[Path], rel: str, prefer_disc: str | None = None) -> Path | None:
+        """The candidate whose path ends with `rel` (lower case), on `prefer_disc` if there is one there."""
+        hits = [p for p in candidates if ("/" + self.rel(p)).endswith("/" + rel)]
+        if prefer_disc is not None:
+            preferred = self.discs.get(_disc_id(prefer_disc))
+            hits.sort(key=lambda p: preferred is None or not p.is_relative_to(preferred))
+        return hits[0] if hits else None
+
+
+def _disc_id(name: str) -> str | None:
+    m = _DISC_DIR.match(name)
+    return "_".join(m.groups()) if m else None
+
+
+def _walk(root: Path) -> _Files:
+    files = _Files(root)
+    for dirpath, dirnames, names in os.walk(root, followlinks=True):
+        dirnames.sort()
+        here = Path(dirpath)
+        for d in dirnames:
+            if (disc := _disc_id(d)) is not None:
+                files.discs.setdefault(disc, here / d)
+        for name in sorted(names):
             suffix = name.rsplit(".", 1)[-1].lower() if "." in name else ""
             if suffix == "wv1":
-                path = Path(dirpath) / name
-                where = _locate(path.relative_to(root))
-                if where is not None:
-                    audio.setdefault(where, {}).setdefault(path.stem.lower(), path)
+                files.wv1.setdefault(name.lower(), []).append(here / name)
             elif suffix == "dot":
-                dots.append(Path(dirpath) / name)
+                files.dots.append(here / name)
+            elif suffix == "ndx":
+                files.ndx.append(here / name)
+    return files
+
+
+def read_dot_files(paths: Iterable[Path]) -> dict[str, tuple[str, Path]]:
+    """{utterance id (lower case): (raw transcript, .dot file)} from `.dot` files; the first one wins."""
     transcripts: dict[str, tuple[str, Path]] = {}
-    for dot in sorted(dots):
+    for dot in paths:
         for line in read_text_lines(dot):
             if m := _DOT_LINE.match(line.strip()):
                 transcripts.setdefault(m["id"].lower(), (m["text"], dot))
-    return audio, transcripts
+    return transcripts
+
+
+def read_dot_transcripts(folder: Path) -> dict[str, tuple[str, Path]]:
+    """Every `.dot` transcript below `folder` (any depth, any case): {utt: (raw text, .dot file)}."""
+    return read_dot_files(_walk(Path(folder)).dots)
+
+
+def read_index(path: Path) -> tuple[list[tuple[str, str]], list[Skip]]:
+    """The entries of a WSJ `.ndx` index file: [(disc id, lower-case path on that disc)], plus its
+    unreadable lines. A path without an extension (the Nov'92 test indices) gets `.wv1`."""
+    entries, bad = [], []
+    for n, line in enumerate(read_text_lines(path), start=1):
+        line = line.strip()
+        if not line or line.startswith(";"):
+            continue
+        m = _NDX_LINE.match(line)
+        if m is None:
+            bad.append(Skip(f"{path}:{n}", f"not an index line `<disc id>:<path>`: {line!r}", is_path=True))
+            continue
+        rel = m["path"].lower()
+        if "." not in rel.rsplit("/", 1)[-1]:
+            rel += ".wv1"
+        entries.append((m["disc"], rel))
+    return entries, bad
+
+
+@dataclass(frozen=True)
+class SplitIndex:
+    """What the index files say one split holds."""
+
+    entries: list[tuple[str, str]]  # (disc id, lower-case path on the disc), in index order
+    bad_lines: list[Skip]  # index lines that could not be read
+    excluded: int  # entries left out by the split's definition (speaker 401)
+    index_files: list[Path]
+
+
+def read_splits(root: Path, files: _Files | None = None) -> dict[str, SplitIndex]:
+    """The Kaldi splits whose index files are all present below `root`, as the index files define them."""
+    files = files if files is not None else _walk(Path(root))
+    out = {}
+    for split, indices in SPLITS.items():
+        paths = [files.find(files.ndx, rel, disc) for disc, rel in indices]
+        if not all(paths):
+            continue
+        entries, bad = [], []
+        for path in paths:
+            e, b = read_index(path)
+            entries += e
+            bad += b
+        excluded = 0
+        if split.startswith("train_"):
+            kept = [e for e in entries if not e[1].startswith(EXCLUDED_SPEAKER)]
+            excluded, entries = len(entries) - len(kept), kept
+        if split in STANDARD_SIZES and len(entries) != STANDARD_SIZES[split]:
+            log.warning("wsj %s: the index file(s) %s list %d utterances, the standard set has %d; check that "
+                        "they are the files from the LDC discs", split, [str(p) for p in paths], len(entries),
+                        STANDARD_SIZES[split])
+        out[split] = SplitIndex(entries, bad, excluded, paths)
+    return out
 
 
 def prepare_wsj(
@@ -118,7 +248,8 @@ def prepare_wsj(
 ) -> dict[str, list[Utterance]]:
     """Import WSJ0/WSJ1: write `output_dir/<split>.jsonl` (+ `.report.json`) for the Kaldi splits present.
 
-    A split is present when all of its subset folders hold `.wv1` files (train_si284 needs WSJ1 too).
+    A split is present when its index files are found and at least one file they list is (train_si284
+    needs both WSJ0 and WSJ1).
 
     Args:
         corpus_dir: folder holding the disc folders (`11-1.1/`, `13-34.1/`, ...) of WSJ0 and/or WSJ1.
@@ -131,30 +262,37 @@ def prepare_wsj(
 
     Raises:
         FileNotFoundError: `corpus_dir` is missing.
-        ValueError: no `wsj0`/`wsj1` subset folder with `.wv1` files is found.
+        ValueError: no index file with audio is found (the message says which index files are needed).
     """
     root = find_root(corpus_dir, [], LAYOUT)
-    audio, transcripts = _scan(root)
-    found = [s for s, parts in SPLITS.items() if all(audio.get(p) for p in parts)]
+    files = _walk(root)
+    indexed = read_splits(root, files)
+
+    def audio(rel: str) -> Path | None:
+        return files.find(files.wv1.get(rel.rsplit("/", 1)[-1], []), rel)
+
+    found = [s for s, ix in indexed.items() if any(audio(rel) for _, rel in ix.entries)]
     if not found:
+        if files.wv1:
+            needed = sorted({f"{disc}/{rel}" for parts in SPLITS.values() for disc, rel in parts})
+            raise ValueError(f"`corpus_dir` {str(corpus_dir)!r} holds WSJ audio but no index file that lists it; "
+                             f"the splits are defined by the discs' index files: copy the `doc` folders of discs "
+                             f"11-13.1 (WSJ0) and 13-34.1, 13-32.1 (WSJ1) as well, so that these exist: {needed}")
         raise no_layout(corpus_dir, LAYOUT)
-    expected: dict[tuple[str, str], set[str]] = {}  # what the .dot files say each subset should hold
-    for utt, (_, dot) in transcripts.items():
-        if (where := _locate(dot.relative_to(root))) is not None:
-            expected.setdefault(where, set()).add(utt)
+    transcripts = read_dot_files(files.dots)
     out = {}
     for split in select_splits(found, splits, CORPUS):
-        entries, skipped = [], []
-        for part in SPLITS[split]:
-            files = audio[part]
-            for utt, wv1 in files.items():
-                if utt not in transcripts:
-                    skipped.append(Skip(utt, f"no `... ({utt})` line in any .dot file under `{root}`"))
-                    continue
-                entries.append(Entry(utt, wv1, normalize_wsj(transcripts[utt][0]), utt[:3]))
-            for utt in sorted(expected.get(part, set()) - set(files)):
-                dot = transcripts[utt][1]  # listed in a .dot file but no .wv1 anywhere: missing audio
-                entries.append(Entry(utt, dot.parent / f"{utt}.wv1", normalize_wsj(transcripts[utt][0]), utt[:3]))
+        ix = indexed[split]
+        entries, skipped = [], list(ix.bad_lines)
+        for disc, rel in ix.entries:
+            utt = rel.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+            if utt not in transcripts:
+                skipped.append(Skip(utt, f"no `... ({utt})` line in any .dot file under `{root}`"))
+                continue
+            # Listed but not on disc: the path it would have, reported as missing audio.
+            wv1 = audio(rel) or files.discs.get(disc, root / disc.replace("_", "-", 1).replace("_", ".")) / rel
+            entries.append(Entry(utt, wv1, normalize_wsj(transcripts[utt][0]), utt[:3]))
         out[split] = build_split(CORPUS, split, entries, skipped, corpus_root=root, output_dir=Path(output_dir),
-                                 language="en", num_workers=num_workers)
+                                 language="en", num_workers=num_workers,
+                                 excluded={EXCLUDED_REASON: ix.excluded})
     return out
