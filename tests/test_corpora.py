@@ -302,3 +302,16 @@ def test_normalize_aishell_keeps_latin_letters(raw, want):
 ])
 def test_normalize_tedlium(raw, want):
     assert corpora.normalize_tedlium(raw) == want
+
+
+def test_transcripts_that_cant_be_normalized_are_dropped_with_the_reason():
+    from deepspeech2.data.corpora._common import normalized
+    from deepspeech2.data.corpora.aishell import normalize_aishell
+    from deepspeech2.text import normalize_english
+
+    assert normalized(normalize_english, "Chapter 9 begins") == ("chapter nine begins", "")
+    text, problem = normalized(normalize_english, "the score was 3-2")
+    assert text == "" and "`3-2`" in problem
+    assert normalized(normalize_aishell, "ａ股 市场") == ("A股市场", "")
+    text, problem = normalized(normalize_aishell, "98年 的 GDP")  # 1998, or 98 years?
+    assert text == "" and "98" in problem

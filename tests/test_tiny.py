@@ -103,6 +103,8 @@ def test_lm_text_excludes_dev_and_test(corpus, manifests):
     assert len(lines) > 10_000 and len(set(lines)) == len(lines)
     held_out = {u.text for s in ("dev", "test") for u in manifests[s]}
     assert not held_out & set(lines)
+    padded = [f" {line} " for line in lines]
+    assert not any(f" {h} " in line for h in held_out for line in padded)  # not inside a longer line either
     assert {u.text for u in manifests["train"]} <= set(lines)
     assert all(re.fullmatch(r"[a-z']+( [a-z']+)*", line) for line in lines)
 
@@ -182,7 +184,7 @@ def test_mandarin_corpus(tmp_path):
     assert not speakers["dev"] & speakers["test"]
     held_out = {u.text for s in ("dev", "test") for u in result[s]}
     lm = (out / "lm_text.txt").read_text(encoding="utf-8").splitlines()
-    assert len(lm) > 10_000 and not held_out & set(lm)
+    assert len(lm) > 10_000 and not any(h in line for h in held_out for line in lm)
     assert all(all(is_cjk(c) for c in line) for line in lm)
 
 
@@ -215,6 +217,19 @@ def test_mandarin_sentence_extraction(tmp_path):
         encoding="utf-8")
     assert load_sentences("zh", tmp_path, max_len=12) == [
         "床前明月光疑是地上霜", "举头望明月低头思故乡", "很难避免遇到与你意见不和", "或者难以合作的人"]
+
+
+def test_lm_text_drops_lines_containing_a_held_out_sentence():
+    lines = ["i will fight no more forever", "from where the sun now stands i will fight no more forever",
+             "i will fight no more", "she will fight no more", "i will fight no moreover", "hear me my chiefs",
+             "the sunny side", "sun"]
+    held_out = {"i will fight no more", "the sun"}
+    # Whole words only: "she will ..." and "... moreover" don't contain "i will fight no more".
+    assert tiny.exclude_held_out(lines, held_out, "en") == [
+        "she will fight no more", "i will fight no moreover", "hear me my chiefs", "the sunny side", "sun"]
+    assert tiny.exclude_held_out(["床前明月光疑是地上霜", "举头望明月", "低头思故乡"], ["明月光"], "zh") == [
+        "举头望明月", "低头思故乡"]
+    assert tiny.exclude_held_out([], ["x"], "en") == [] and tiny.exclude_held_out(["a b"], [], "en") == ["a b"]
 
 
 def test_missing_fortunes_is_a_clear_error(tmp_path):

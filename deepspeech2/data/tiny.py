@@ -4,7 +4,7 @@ It is the default data of the demo, so the whole pipeline runs with no download:
 
     out/train.jsonl, dev.jsonl, test.jsonl     manifests (speaker and language set, paths relative)
     out/wav/<split>/<speaker>/<id>.wav         16 kHz mono 16-bit audio
-    out/lm_text.txt                            normalized fortunes sentences minus every dev/test sentence
+    out/lm_text.txt                            normalized fortunes sentences, less any containing a dev/test one
     out/speakers.json                          the speaker split and the generation parameters
 
 Sentences come from the `fortunes` (English) or `fortunes-zh` (Mandarin, Simplified characters only)
@@ -27,6 +27,7 @@ removed. A failed utterance is skipped, counted in the log and in speakers.json.
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
 import dataclasses
 import hashlib
@@ -39,7 +40,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -297,10 +298,16 @@ def _zh_clean(piece: str) -> str | None:
     return text
 
 
+def _zh_length(sentence: str) -> int:
+    # The length as read, Latin letters kept: a sentence that can't be normalized as a whole (Latin, an
+    # ambiguous number) is still split, so its good clauses survive and only the doubtful one is dropped.
+    return len(normalize_mandarin(sentence, keep_latin=True) or sentence)
+
+
 def _zh_split(para: str, max_chars: int) -> Iterator[str]:
     for m in re.finditer(r"[^。！？；!?;…]+(?:[。！？；!?;…]+[”’」』）)]*)?", para):
         sentence = m.group(0)
-        if len(_zh_normalize(sentence)) > max_chars:
+        if _zh_length(sentence) > max_chars:
             yield from _ZH_CLAUSE.split(sentence)  # long sentences: their clauses
         else:
             yield sentence
@@ -345,6 +352,39 @@ def load_sentences(language: str, fortunes_dir: str | os.PathLike = FORTUNES_DIR
                     seen.add(text)
                     out.append(text)
     return out
+
+
+def exclude_held_out(lines: Sequence[str], held_out: Iterable[str], language: str) -> list[str]:
+    """The LM lines that contain no held-out sentence, so the LM never saw a dev or test transcript.
+
+    A held-out sentence can sit inside a longer line ("i will fight no more" in "... i will fight no more
+    forever"), so dropping exact matches is not enough: a line goes if any held-out sentence occurs in it,
+    on word boundaries for English ("he ran" is not in "she ran") and anywhere for Mandarin (no spaces).
+    Both sides must be normalized the same way (they are: both come from `load_sentences`).
+
+    Args:
+        lines: normalized LM sentences, one per item (no newlines).
+        held_out: normalized dev and test transcripts.
+        language: "en" (words separated by single spaces) or "zh" (characters).
+
+    Returns:
+        `lines` in order, less those containing a held-out sentence.
+    """
+    pad = " " if language == "en" else ""
+    # One joined text and str.find per held-out sentence: C-speed scans, not lines x sentences Python loops.
+    # The newlines keep a match inside one line (no needle contains one).
+    joined = "\n".join(f"{pad}{line}{pad}" for line in lines)
+    starts = list(itertools.accumulate((len(line) + 2 * len(pad) + 1 for line in lines[:-1]), initial=0))
+    leaking = set()
+    for sentence in set(held_out):
+        if not sentence:
+            continue
+        needle = f"{pad}{sentence}{pad}"
+        i = joined.find(needle)
+        while i != -1:
+            leaking.add(bisect.bisect_right(starts, i) - 1)
+            i = joined.find(needle, i + 1)
+    return [line for k, line in enumerate(lines) if k not in leaking]
 
 
 # -------------------------------------------------------------------------------------------- speakers
@@ -660,9 +700,8 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
 
     held_out = {u.text for s in ("dev", "test") for u in results[s].utterances}
     with atomic_write(out_dir / "lm_text.txt") as f:
-        for text in everything:
-            if text not in held_out:
-                f.write(text + "\n")
+        for text in exclude_held_out(everything, held_out, config.language):
+            f.write(text + "\n")
     engines = {"espeak-ng": _version(espeak)} | ({"flite": _version(flite)} if flite else {})
     settings = {k: v for k, v in dataclasses.asdict(config).items()
                 if k not in ("out_dir", "num_workers", "progress")}

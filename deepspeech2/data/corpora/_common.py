@@ -21,7 +21,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from deepspeech2.audio import SAMPLE_RATE, load_audio, save_wav
 from deepspeech2.data.manifest import Utterance
 from deepspeech2.fileio import atomic_write
+from deepspeech2.text import UnnormalizableError
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,17 @@ class Entry:
     offset: float = 0.0  # seconds into `audio` where the utterance starts (TED-LIUM segments)
     end: float | None = None  # seconds into `audio` where it ends; None means the end of the file
     extra: Mapping[str, str] = field(default_factory=dict, compare=False)  # more manifest keys ("environment")
+    problem: str = ""  # why the transcript couldn't be normalized confidently (then `text` is empty)
+
+
+def normalized(normalize: Callable[..., str], raw: str, **kwargs) -> tuple[str, str]:
+    """`(normalize(raw, strict=True, **kwargs), "")`, or `("", reason)` when the normalizer can't read the
+    transcript confidently (`deepspeech2.text.UnnormalizableError`): the Entry's `problem`, which drops and
+    reports the utterance."""
+    try:
+        return normalize(raw, strict=True, **kwargs), ""
+    except UnnormalizableError as e:
+        return "", str(e)
 
 
 @dataclass(frozen=True)
@@ -259,6 +271,9 @@ def build_split(
     for e in entries:
         if e.id in ids:
             skipped.append(Skip(e.id, f"duplicate utterance id (second copy from `{e.audio}`)"))
+        elif e.problem:
+            skipped.append(Skip(e.id, f"transcript can't be normalized confidently ({e.problem}); left out "
+                                      "rather than trained on a wrong label"))
         elif not e.text:
             skipped.append(Skip(e.id, "transcript is empty after normalization"))
         else:

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import os
 import re
-import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
-from deepspeech2.data.corpora._common import Entry, Skip, build_split, find_root, no_layout, read_text_lines, \
-    select_splits
+from deepspeech2.data.corpora._common import (Entry, Skip, build_split, find_root, no_layout, normalized,
+                                              read_text_lines, select_splits)
 from deepspeech2.data.manifest import Utterance
 from deepspeech2.text import normalize_mandarin
 
@@ -31,20 +30,15 @@ TRANSCRIPT = Path("transcript") / "aishell_transcript_v0.8.txt"
 _SPEAKER = re.compile(r"S\d{4}")  # "BAC009S0002W0122": speaker S0002, utterance W0122
 LAYOUT = ("data_aishell/wav/{train,dev,test}/<speaker>/<utt>.wav and "
           "data_aishell/transcript/aishell_transcript_v0.8.txt")
-_LATIN = re.compile(r"([A-Za-z]+)")
 
 
-def normalize_aishell(text: str) -> str:
+def normalize_aishell(text: str, *, strict: bool = False) -> str:
     """Mandarin-normalize an Aishell transcript, keeping its Latin letters as upper-case tokens.
-
-    `normalize_mandarin` would not keep the letters, so each run of letters is kept aside and the text
-    between them is normalized on its own.
 
     >>> normalize_aishell("ａ股 市场 的 ｋ 线")
     'A股市场的K线'
     """
-    pieces = _LATIN.split(unicodedata.normalize("NFKC", text))  # full-width letters -> ASCII first
-    return "".join(p.upper() if i % 2 else normalize_mandarin(p) for i, p in enumerate(pieces))
+    return normalize_mandarin(text, strict=strict, keep_latin=True)
 
 
 def read_transcripts(path: Path) -> dict[str, str]:
@@ -99,7 +93,8 @@ def prepare_aishell(
             if utt in wavs or (m is not None and m[0] in speakers):
                 # A transcript line of this split's speaker without its WAV is reported as missing audio.
                 wav = wavs[utt] if utt in wavs else root / "wav" / split / m[0] / f"{utt}.wav"
-                entries.append(Entry(utt, wav, normalize_aishell(text), wav.parent.name))
+                text, problem = normalized(normalize_aishell, text)
+                entries.append(Entry(utt, wav, text, wav.parent.name, problem=problem))
         for utt in sorted(set(wavs) - set(transcripts)):
             skipped.append(Skip(utt, f"no line in `{transcript_path}`"))
         out[split] = build_split(CORPUS, split, entries, skipped, corpus_root=root, output_dir=Path(output_dir),

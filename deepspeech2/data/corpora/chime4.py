@@ -39,8 +39,8 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from deepspeech2.data.corpora._common import Entry, Skip, build_split, find_root, no_layout, read_text_lines, \
-    select_splits
+from deepspeech2.data.corpora._common import (Entry, Skip, build_split, find_root, no_layout, normalized,
+                                              read_text_lines, select_splits)
 from deepspeech2.data.corpora.wsj import normalize_wsj, read_dot_transcripts
 from deepspeech2.data.manifest import Utterance
 
@@ -176,7 +176,8 @@ def scan_split(
                                      f"`transcriptions/{split}.dot_all` has no line for it; {fix}"))
             continue
         extra = {"environment": env.lower(), **({"channel": channel} if channel else {})}
-        entries.append(Entry(utt, path, normalize_wsj(text), speaker, extra=extra))
+        text, problem = normalized(normalize_wsj, text)
+        entries.append(Entry(utt, path, text, speaker, extra=extra, problem=problem))
     for name in sorted(set(audio) - seen):
         skipped.append(Skip(f"{name}_{kind.upper()}", f"no annotation in `{annotations}`"))
     return entries, skipped

@@ -15,8 +15,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from deepspeech2.data.corpora._common import Entry, Skip, build_split, find_root, no_layout, read_text_lines, \
-    select_splits
+from deepspeech2.data.corpora._common import (Entry, Skip, build_split, find_root, no_layout, normalized,
+                                              read_text_lines, select_splits)
 from deepspeech2.data.manifest import Utterance
 from deepspeech2.text import normalize_english
 
@@ -38,7 +38,8 @@ def scan_split(split_dir: Path) -> tuple[list[Entry], list[Skip]]:
                 continue
             utt_id, _, text = line.strip().partition(" ")
             seen.add(utt_id)
-            entries.append(Entry(utt_id, trans.parent / f"{utt_id}.flac", normalize_english(text), speaker))
+            text, problem = normalized(normalize_english, text)
+            entries.append(Entry(utt_id, trans.parent / f"{utt_id}.flac", text, speaker, problem=problem))
     for flac in sorted(split_dir.glob("*/*/*.flac")):
         if flac.stem not in seen:
             skipped.append(Skip(flac.stem, f"no transcript line in `{flac.parent}/*.trans.txt`"))

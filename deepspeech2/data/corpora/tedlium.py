@@ -27,8 +27,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from deepspeech2.data.corpora._common import Entry, Skip, build_split, find_root, no_layout, read_text_lines, \
-    select_splits
+from deepspeech2.data.corpora._common import (Entry, Skip, build_split, find_root, no_layout, normalized,
+                                              read_text_lines, select_splits)
 from deepspeech2.data.manifest import Utterance
 from deepspeech2.text import normalize_english
 
@@ -45,14 +45,14 @@ _CONTRACTION = re.compile(r" '(?=[a-z])")  # "it 's" / "we 're" / "don 't": rejo
 _TALK_TAG = re.compile(r"^\([^()\s]+-\d+\)$")  # a line's trailing "(JaneDoe_2012-1)": the talk and a counter
 
 
-def normalize_tedlium(text: str) -> str:
+def normalize_tedlium(text: str, *, strict: bool = False) -> str:
     """Drop `<unk>`/`{NOISE}` tokens and pronunciation variants, rejoin " 's" clitics, English-normalize.
 
     >>> normalize_tedlium("so it 's <unk> like 100 years {NOISE} read(2)")
     "so it's like one hundred years read"
     """
     words = [_VARIANT.sub("", w) for w in text.split() if not _DROP.match(w)]
-    return normalize_english(_CONTRACTION.sub("'", " ".join(words)))
+    return normalize_english(_CONTRACTION.sub("'", " ".join(words)), strict=strict)
 
 
 def _split_dirs(root: Path) -> dict[str, Path]:
@@ -108,7 +108,8 @@ def scan_split(split_dir: Path, drop_unk: bool = False) -> tuple[list[Entry], li
                 skipped.append(Skip(utt, f"transcript has {UNK}, a spoken word the automatic transcript could not "
                                          "label (training segments with it are left out)"))
                 continue
-            entries.append(Entry(utt, sph, normalize_tedlium(" ".join(words)), speaker, offset=t0, end=t1))
+            text, problem = normalized(normalize_tedlium, " ".join(words))
+            entries.append(Entry(utt, sph, text, speaker, offset=t0, end=t1, problem=problem))
     with_stm = {s.stem for s in stms}
     for sph in sorted((split_dir / "sph").glob("*.sph")):
         if sph.stem not in with_stm:

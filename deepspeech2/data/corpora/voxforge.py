@@ -22,8 +22,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from deepspeech2.data.corpora._common import Entry, Skip, build_split, find_root, no_layout, read_text_lines, \
-    select_splits
+from deepspeech2.data.corpora._common import (Entry, Skip, build_split, find_root, no_layout, normalized,
+                                              read_text_lines, select_splits)
 from deepspeech2.data.manifest import Utterance
 from deepspeech2.text import normalize_english
 
@@ -66,7 +66,8 @@ def scan_session(session: Path) -> tuple[list[Entry], list[Skip]]:
         utt_id = f"{session.name}/{utt}"
         seen.add(utt)
         path = audio.get(utt, session / "wav" / f"{utt}.wav")
-        entries.append(Entry(utt_id, path, normalize_english(text), speaker))
+        text, problem = normalized(normalize_english, text)
+        entries.append(Entry(utt_id, path, text, speaker, problem=problem))
     for utt in sorted(set(audio) - seen):
         skipped.append(Skip(f"{session.name}/{utt}", f"no transcript line in `{prompts}`"))
     return entries, skipped

@@ -43,8 +43,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from deepspeech2.data.corpora._common import Entry, Skip, build_split, find_root, no_layout, read_text_lines, \
-    select_splits
+from deepspeech2.data.corpora._common import (Entry, Skip, build_split, find_root, no_layout, normalized,
+                                              read_text_lines, select_splits)
 from deepspeech2.data.manifest import Utterance
 from deepspeech2.text import normalize_english
 
@@ -92,7 +92,7 @@ ABBREVIATIONS = {
 }
 
 
-def normalize_wsj(text: str) -> str:
+def normalize_wsj(text: str, *, strict: bool = False) -> str:
     """Clean a WSJ `.dot` transcript (the conventions of Kaldi's normalize_transcript.pl), then
     `normalize_english`.
 
@@ -118,7 +118,7 @@ def normalize_wsj(text: str) -> str:
             w = w.replace("*", "").replace("~", "").replace(":", "")
             w = ABBREVIATIONS.get(w.lower(), w)
         words.append(w)
-    return normalize_english(" ".join(words))
+    return normalize_english(" ".join(words), strict=strict)
 
 
 # ------------------------------------------------------------------------------------- finding the files
@@ -291,7 +291,8 @@ def prepare_wsj(
                 continue
             # Listed but not on disc: the path it would have, reported as missing audio.
             wv1 = audio(rel) or files.discs.get(disc, root / disc.replace("_", "-", 1).replace("_", ".")) / rel
-            entries.append(Entry(utt, wv1, normalize_wsj(transcripts[utt][0]), utt[:3]))
+            text, problem = normalized(normalize_wsj, transcripts[utt][0])
+            entries.append(Entry(utt, wv1, text, utt[:3], problem=problem))
         out[split] = build_split(CORPUS, split, entries, skipped, corpus_root=root, output_dir=Path(output_dir),
                                  language="en", num_workers=num_workers,
                                  excluded={EXCLUDED_REASON: ix.excluded})
