@@ -1,4 +1,4 @@
-"""Write a manifest as TFRecord shards (int16 PCM, text, label ids) plus an index.
+r"""Write a manifest as TFRecord shards (int16 PCM, text, label ids) plus an index.
 
     ds2-make-shards --manifest data/tiny/train.jsonl --vocab data/tiny/vocab.txt \
         --out data/tiny/shards/train --num_shards 4
@@ -9,6 +9,7 @@ import sys
 from absl import app, flags
 
 from deepspeech2.data.shards import ShardConfig, make_shards
+from deepspeech2.model.config import load_model_config
 from deepspeech2.vocab import Vocabulary
 
 flags.DEFINE_string("manifest", None, "Manifest (JSON lines) to shard.")
@@ -17,6 +18,8 @@ flags.DEFINE_string("out", None, "Output folder for shards and index.json.")
 flags.DEFINE_integer("num_shards", 8, "Number of shard files (>= number of training workers).")
 flags.DEFINE_integer("num_workers", 4, "Audio decoding threads.")
 flags.DEFINE_integer("seed", 0, "Seed of the utterance-to-shard assignment.")
+flags.DEFINE_string("model", None, "Optional: skip utterances CTC can't fit through this model (its exact output "
+                    "steps), listing them in index.json; a preset (tiny, ds2-small, ...) or a model_config.json.")
 flags.mark_flags_as_required(["manifest", "vocab", "out"])
 FLAGS = flags.FLAGS
 
@@ -25,16 +28,24 @@ def main(argv):
     del argv
     try:
         config = ShardConfig(out_dir=FLAGS.out, num_shards=FLAGS.num_shards, num_workers=FLAGS.num_workers,
-                             seed=FLAGS.seed)
+                             seed=FLAGS.seed, model=load_model_config(FLAGS.model) if FLAGS.model else None)
         index = make_shards(FLAGS.manifest, Vocabulary.load(FLAGS.vocab), config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-make-shards: error: {e}")
+    kinds = [s.get("kind") for s in index["skipped"]]
     print(f"{FLAGS.out}: {index['total_count']} utterances, {index['total_duration'] / 3600:.2f} h "
-          f"in {index['num_shards']} shards; {len(index['skipped'])} skipped (listed in index.json)")
+          f"in {index['num_shards']} shards; {len(kinds)} skipped ({kinds.count('malformed')} malformed manifest "
+          f"lines, {kinds.count('unusable')} unusable, {kinds.count('infeasible')} CTC-infeasible; listed in "
+          "index.json)")
 
 
 def run():
-    app.run(main)
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,27 @@
 """Prepare data: synthesize the tiny corpus, import a real corpus, make noise, or validate a manifest.
 
+    ds2-prepare COMMAND [ARGS] [flags]
+
+commands:
+  tiny         synthesize a small corpus with espeak-ng and flite voices (--out; --hours, --seed, --language)
+  noise        coloured noise, babble and room impulse responses for augmentation (--out; --speech_manifest)
+  validate     check every line of MANIFEST: audio, duration, text, CTC feasibility (--vocab, --model, --write_clean)
+  librispeech  import LibriSpeech: <split>/<spk>/<chapter>/*.flac + *.trans.txt (--corpus_dir, --out)
+  voxforge     import VoxForge: per-speaker etc/PROMPTS + wav/ or flac/ (--corpus_dir, --out)
+  aishell      import AISHELL-1 (Mandarin): wav/<split>/<spk>/*.wav + transcript/ (--corpus_dir, --out)
+  wsj          import WSJ0/WSJ1: NIST SPHERE .wv1 + .dot, Kaldi split names (--corpus_dir, --out)
+  chime4       import CHiME-4: isolated_1ch_track wavs + annotations/*.json (--corpus_dir, --out)
+  tedlium      import TED-LIUM (releases 1-3): .sph + .stm segments (--corpus_dir, --out)
+
+examples:
     ds2-prepare tiny --out data/tiny [--hours 1] [--seed 0] [--language en|zh]
     ds2-prepare noise --out data/tiny/noise --speech_manifest data/tiny/train.jsonl
-    ds2-prepare validate MANIFEST [--vocab vocab.txt] [--time_stride 4] [--write_clean clean.jsonl]
-    ds2-prepare {librispeech,voxforge,aishell,wsj,chime4,tedlium} --corpus_dir DIR --out DIR
+    ds2-prepare validate MANIFEST [--vocab vocab.txt] [--model ds2-small] [--write_clean clean.jsonl]
+    ds2-prepare librispeech --corpus_dir LibriSpeech --out data/librispeech
 
 `validate` prints one line per problem and exits 1 if there are any; with --write_clean it writes the
-good lines to that file (and the dropped ones with their reasons next to it) and exits 0.
+good lines to that file (and the dropped ones with their reasons next to it) and exits 0. Importers write
+OUT/<split>.jsonl and OUT/<split>.report.json (what was skipped and why).
 """
 
 import sys
@@ -23,7 +38,8 @@ flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus
 flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny: language.")
 flags.DEFINE_string("speech_manifest", None, "noise: speech used to make babble.")
 flags.DEFINE_string("vocab", None, "validate: text must be within this vocabulary.")
-flags.DEFINE_integer("time_stride", 4, "validate: the model front end's total time stride (CTC feasibility).")
+flags.DEFINE_string("model", "ds2-small", "validate: the model CTC feasibility is judged for (its exact output "
+                    "steps): a preset (tiny, ds2-small, ds2-paper-en, ds2-streaming, ds1) or a model_config.json.")
 flags.DEFINE_bool("decode", True, "validate: decode every file fully, not just its header.")
 flags.DEFINE_string("write_clean", None, "validate: write the good lines here.")
 FLAGS = flags.FLAGS
@@ -31,10 +47,11 @@ FLAGS = flags.FLAGS
 
 def _validate(manifest: str) -> int:
     from deepspeech2.data.validate import ValidationConfig, validate_manifest, write_clean
+    from deepspeech2.model.config import load_model_config
     from deepspeech2.vocab import Vocabulary
 
     config = ValidationConfig(vocab=Vocabulary.load(FLAGS.vocab) if FLAGS.vocab else None,
-                              time_stride=FLAGS.time_stride, decode=FLAGS.decode)
+                              model=load_model_config(FLAGS.model), decode=FLAGS.decode)
     report = validate_manifest(manifest, config)
     for p in report.problems:
         print(f"{manifest}:{p}")
@@ -97,7 +114,12 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
 
 
 if __name__ == "__main__":

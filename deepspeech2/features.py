@@ -19,11 +19,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import tensorflow as tf
 
 from deepspeech2.audio import SAMPLE_RATE
+
+if TYPE_CHECKING:  # normalizer.py imports this module; at run time we only call `normalizer.apply`
+    from deepspeech2.normalizer import Normalizer
 
 WINDOW_MS = 20.0  # DS2 §3 / PaddlePaddle DS2 seed: 20 ms windows -> 320 samples at 16 kHz
 HOP_MS = 10.0  # 10 ms hop -> 160 samples, 100 frames per second
@@ -206,3 +210,31 @@ def compute_features(waveforms, lengths, config: FeatureConfig) -> tuple[tf.Tens
                 shape = tf.shape(feats)
                 feats = tf.reshape(stacked, [shape[0], shape[1], config.dim])
     return _time_mask(feats, n_frames), n_frames
+
+
+def featurize(waveforms, lengths, feature_config: FeatureConfig,
+              normalizer: Normalizer | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """Waveforms -> model inputs: `compute_features`, then `normalizer.apply` when given. Pure TF ops, the
+    same in the input pipeline, evaluation, export and serving.
+
+    Args:
+        waveforms: float32 (batch, samples), zero-padded; or one utterance (samples,).
+        lengths: int (batch,) valid samples per row; or a scalar for one utterance.
+        feature_config: the feature settings.
+        normalizer: z-score stats computed for `feature_config`; None leaves the features unnormalized.
+
+    Returns:
+        features: float32 (batch, frames, feature_config.dim), zero past each row's length; (frames, dim)
+            for one utterance.
+        frame_lengths: int32 (batch,) valid frames; a scalar for one utterance.
+
+    Raises:
+        ValueError: the normalizer was computed for other features.
+    """
+    if normalizer is not None and normalizer.feature_config != feature_config:
+        raise ValueError(f"the normalizer was computed for {normalizer.feature_config} but `feature_config` is "
+                         f"{feature_config}; recompute it with ds2-compute-stats")
+    features, n = compute_features(waveforms, lengths, feature_config)
+    if normalizer is not None:
+        features = normalizer.apply(features, n)
+    return features, n

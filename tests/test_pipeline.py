@@ -1,4 +1,5 @@
 import json
+from collections import Counter
 import subprocess
 import sys
 import textwrap
@@ -9,9 +10,10 @@ import tensorflow as tf
 
 from deepspeech2.audio import load_audio
 from deepspeech2.data.augment import parse_augmentation
-from deepspeech2.data.pipeline import PipelineConfig, ShardSet, make_dataset, padding_efficiency
+from deepspeech2.data.pipeline import PipelineConfig, ShardSet, count_infeasible, make_dataset, padding_efficiency
 from deepspeech2.data.shards import ShardConfig, make_shards
-from deepspeech2.features import FeatureConfig, compute_features
+from deepspeech2.features import FeatureConfig, compute_features, featurize
+from deepspeech2.model import ModelConfig
 from deepspeech2.normalizer import Normalizer
 from deepspeech2.testing import make_manifest
 from deepspeech2.vocab import Vocabulary
@@ -165,17 +167,96 @@ def test_mismatched_normalizer(corpus):
         make_dataset([str(d / "shards")], FC, norm)
 
 
+def _reference_steps(samples: int, time_kernel: int, time_stride: int) -> int:
+    """Output steps of one "valid" conv over 20 ms / 10 ms frames at 16 kHz, written out independently."""
+    frames = max(0, 1 + (samples - 320) // 160)
+    return max(0, (frames - time_kernel) // time_stride + 1)
+
+
+def _reference_label_steps(labels) -> int:
+    """The shortest CTC path: the labels with a blank inserted between equal neighbours."""
+    return len(labels) + sum(a == b for a, b in zip(labels, labels[1:]))
+
+
+# One conv with a huge time stride, so that the shorter utterances can't fit their transcripts.
+WIDE = ModelConfig(conv_filters=(4,), conv_kernel_sizes=((3, 3),), conv_strides=((12, 2),), rnn_layers=1,
+                   rnn_units=8)
+
+
+def _fits(u, samples, vocab=Vocabulary.english()) -> bool:
+    return _reference_steps(samples, 3, 12) >= _reference_label_steps(vocab.encode(u.text))
+
+
 def test_ctc_infeasible_utterances_filtered_and_counted(corpus):
     d, utts = corpus
-    from deepspeech2.data.pipeline import count_infeasible
-    from deepspeech2.data.validate import ctc_min_steps
-
-    stride = 12  # a huge time stride makes the short utterances infeasible
-    out_len = lambda n: n // stride  # noqa: E731
-    bad, total = count_infeasible([str(d / "shards")], FC, out_len)
-    expected_bad = sum((1 + (int(round(u.duration * 16000)) - 320) // 160) // stride < ctc_min_steps(u.text)
-                       for u in utts)
-    assert total == len(utts) and bad == expected_bad and 0 < bad < len(utts)
+    fit = [_fits(u, len(load_audio(u.audio_filepath))) for u in utts]
+    bad, total = count_infeasible([str(d / "shards")], FC, WIDE)
+    assert total == len(utts) and bad == fit.count(False) and 0 < bad < len(utts)
     kept = _texts(make_dataset([str(d / "shards")], FC, config=PipelineConfig(batch_size=8), keep_text=True,
-                               output_length=out_len))
-    assert len(kept) == len(utts) - bad
+                               model_config=WIDE))
+    # Transcripts repeat over the corpus: compare how many of each are kept.
+    assert Counter(kept) == Counter(u.text for u, ok in zip(utts, fit) if ok)
+    # The duration limits count too: only utterances within them are in `total`.
+    cfg = PipelineConfig(min_duration=1.0, max_duration=2.0)
+    assert count_infeasible([str(d / "shards")], FC, WIDE, cfg)[1] == sum(
+        1.0 <= len(load_audio(u.audio_filepath)) / 16000 <= 2.0 for u in utts)
+
+
+def test_count_infeasible_needs_a_current_index(corpus, tmp_path):
+    d, _ = corpus
+    index = json.loads((d / "shards" / "index.json").read_text())
+    for s in index["shards"]:
+        del s["num_samples"]  # as ds2-make-shards wrote it before per-record samples
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match="re-run ds2-make-shards"):
+        count_infeasible([str(tmp_path)], FC, WIDE)
+
+
+def test_ctc_filter_judges_the_augmented_length(corpus):
+    # Speed perturbation at 2x halves every utterance: the filter must judge the audio after it, so
+    # utterances that fit at their recorded length are dropped when they no longer fit.
+    d, utts = corpus
+    aug = parse_augmentation([{"type": "speed", "params": {"min_speed_rate": 2.0, "max_speed_rate": 2.0},
+                               "prob": 1.0}])
+    kept = Counter(_texts(make_dataset([str(d / "shards")], FC, augmentation=aug,
+                                       config=PipelineConfig(batch_size=8), keep_text=True, model_config=WIDE)))
+    lengths = [len(load_audio(u.audio_filepath)) for u in utts]
+    # 2x speed leaves n / 2 samples, give or take the rate's quantization (0.25%): keep clear of the edge.
+    surely_in = Counter(u.text for u, n in zip(utts, lengths) if _fits(u, n // 2 - 400))
+    maybe_in = Counter(u.text for u, n in zip(utts, lengths) if _fits(u, n // 2 + 400))
+    assert any(_fits(u, n) and not _fits(u, n // 2 + 400) for u, n in zip(utts, lengths))  # it matters here
+    assert all(surely_in[t] <= kept[t] <= maybe_in[t] for t in set(kept) | set(maybe_in))
+    assert sum(kept.values()) < sum(_fits(u, n) for u, n in zip(utts, lengths))
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_feature_augmentation_and_normalization_order(corpus, monkeypatch, before):
+    # Today SpecAugment masks raw features and the normalizer runs after it (a masked bin becomes
+    # (0 - mean) / std); flipping the switch applies it to `featurize`'s normalized output (masks stay 0).
+    import deepspeech2.data.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "FEATURE_AUGMENTATION_BEFORE_NORMALIZATION", before)
+    d, utts = corpus
+    rng = np.random.default_rng(1)
+    norm = Normalizer((rng.normal(size=161) + 5).astype(np.float32), rng.uniform(1, 2, 161).astype(np.float32), FC)
+    aug = parse_augmentation([{"type": "specaugment", "params": {"F": 30, "T": 0, "n_freq_masks": 2,
+                                                                  "n_time_masks": 0}, "prob": 1.0}])
+    masked_value = norm.apply(np.zeros((1, 161), np.float32), 1).numpy()[0] if before else np.zeros(161)
+    masked_bins = 0
+    for feats, n, _, _, text in make_dataset([str(d / "shards")], FC, norm, aug, PipelineConfig(batch_size=8),
+                                             keep_text=True):
+        for i in range(feats.shape[0]):
+            out = feats[i, : n[i]].numpy()
+            refs = []
+            for u in utts:
+                if u.text == text[i].numpy().decode():
+                    ref, m = featurize(load_audio(u.audio_filepath), len(load_audio(u.audio_filepath)), FC, norm)
+                    if int(m) == int(n[i]):
+                        refs.append(ref.numpy())
+            # Each bin (column) is either the normalized feature or the masked value, in every frame.
+            same = [np.all(np.isclose(out, ref, atol=1e-4), axis=0) for ref in refs]
+            best = max(same, key=np.sum)
+            masked = np.all(np.isclose(out, masked_value, atol=1e-4), axis=0)
+            assert np.all(best | masked)
+            masked_bins += int(np.sum(~best))
+    assert masked_bins > 0

@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import soundfile as sf
 from deepspeech2.audio import save_wav
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.data.shards import ShardConfig, load_index, make_shards, read_shards, shard_paths
+from deepspeech2.model import ModelConfig
 from deepspeech2.testing import make_clip, make_manifest
 from deepspeech2.vocab import Vocabulary
 
@@ -124,3 +126,94 @@ def test_shards_sorted_by_duration_with_percentiles(tmp_path):
     q = index["duration_percentiles"]
     assert len(q) == 21 and q == sorted(q)
     assert abs(q[0] - min(u.duration for u in utts)) < 1e-3 and abs(q[-1] - max(u.duration for u in utts)) < 1e-3
+
+
+def test_malformed_lines_are_skipped_with_their_line_numbers(tmp_path):
+    manifest, utts = make_manifest(tmp_path, n=4)
+    good = manifest.read_text().splitlines()
+    lines = [good[0], "{oops", good[1], "", json.dumps({"audio_filepath": "wav/utt002.wav", "duration": 1.0}),
+             good[2], json.dumps({"audio_filepath": "wav/utt003.wav", "duration": -1, "text": "hello"}), good[3],
+             json.dumps({"audio_filepath": "wav/missing.wav", "duration": 1.0, "text": "gone"})]
+    manifest.write_text("\n".join(lines) + "\n")
+    index = make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=2),
+                        progress=False)
+    assert index["total_count"] == 4
+    skipped = {s["line"]: s for s in index["skipped"]}
+    assert sorted(skipped) == [2, 5, 7, 9]  # line 4 is blank: neither an utterance nor a problem
+    assert {n: skipped[n]["kind"] for n in skipped} == {2: "malformed", 5: "malformed", 7: "malformed",
+                                                        9: "unusable"}
+    assert "not valid JSON" in skipped[2]["reason"] and "text" in skipped[5]["reason"]
+    assert "`duration`" in skipped[7]["reason"] and "does not exist" in skipped[9]["reason"]
+    assert not skipped[2]["reason"].startswith("line")  # the line number is its own field
+    assert sorted(_records(tmp_path / "s")) == [f"utt{i:03d}" for i in range(4)]
+
+
+def test_index_lists_samples_and_label_steps_per_record(tmp_path):
+    manifest, _ = make_manifest(tmp_path, n=6)
+    vocab = Vocabulary.english()
+    index = make_shards(manifest, vocab, ShardConfig(str(tmp_path / "s"), num_shards=2), progress=False)
+    for entry, path in zip(index["shards"], shard_paths(tmp_path / "s")):
+        records = list(read_shards([path]))
+        assert entry["num_samples"] == [int(r["num_samples"]) for r in records]
+        # The shortest CTC path of the label ids, brute force: a blank between equal neighbours.
+        expected = []
+        for r in records:
+            ids = r["labels"].numpy().tolist()
+            expected.append(len(ids) + sum(a == b for a, b in zip(ids, ids[1:])))
+        assert entry["label_steps"] == expected
+        assert entry["durations"] == [round(int(r["num_samples"]) / 16000, 3) for r in records]
+
+
+def test_model_skips_utterances_ctc_cannot_fit(tmp_path):
+    manifest, utts = make_manifest(tmp_path, n=8, min_seconds=0.4, max_seconds=2.0)
+    vocab = Vocabulary.english()
+    # Time stride 12: ((frames - 3) // 12 + 1) steps; the reference below spells it out.
+    wide = ModelConfig(conv_filters=(4,), conv_kernel_sizes=((3, 3),), conv_strides=((12, 2),), rnn_layers=1,
+                       rnn_units=8)
+
+    def fits(u):
+        samples = sf.info(u.audio_filepath).frames
+        steps = max(0, (1 + (samples - 320) // 160 - 3) // 12 + 1)
+        ids = vocab.encode(u.text)
+        return steps >= len(ids) + sum(a == b for a, b in zip(ids, ids[1:]))
+
+    plain = make_shards(manifest, vocab, ShardConfig(str(tmp_path / "s"), num_shards=2), progress=False)
+    assert plain["total_count"] == 8 and plain["model"] is None
+    index = make_shards(manifest, vocab, ShardConfig(str(tmp_path / "s"), num_shards=2, model=wide),
+                        progress=False)  # same folder: the model is part of the fingerprint, so it is rewritten
+    infeasible = [s for s in index["skipped"] if s["kind"] == "infeasible"]
+    assert 0 < len(infeasible) < 8 and index["total_count"] == 8 - len(infeasible)
+    assert {s["line"] for s in infeasible} == {n for n, u in enumerate(utts, start=1) if not fits(u)}
+    assert all("CTC-infeasible" in s["reason"] and "time stride 12" in s["reason"] for s in infeasible)
+    assert sorted(_records(tmp_path / "s")) == sorted(os.path.basename(u.audio_filepath)[:-4] for u in utts
+                                                      if fits(u))
+    assert ModelConfig.from_dict(index["model"]) == wide
+
+
+def test_older_index_is_rewritten(tmp_path):
+    manifest, _ = make_manifest(tmp_path, n=2)
+    cfg = ShardConfig(str(tmp_path / "s"), num_shards=1)
+    index = make_shards(manifest, Vocabulary.english(), cfg, progress=False)
+    # An index from before per-record samples: same manifest and settings, another format's fingerprint.
+    old = {k: v for k, v in index.items() if k != "format"}
+    old["fingerprint"] = "written-by-format-1"
+    for s in old["shards"]:
+        del s["num_samples"]
+    (tmp_path / "s" / "index.json").write_text(json.dumps(old))
+    again = make_shards(manifest, Vocabulary.english(), cfg, progress=False)
+    assert again["format"] == 2 and "num_samples" in again["shards"][0]
+    assert load_index(tmp_path / "s") == again
+
+
+def test_cli_summary_counts_skipped_lines(tmp_path):
+    manifest, _ = make_manifest(tmp_path, n=3)
+    manifest.write_text(manifest.read_text() + "not json\n")
+    Vocabulary.english().save(tmp_path / "vocab.txt")
+    out = subprocess.run([sys.executable, "bin/ds2_make_shards.py", "--manifest", str(manifest), "--vocab",
+                          str(tmp_path / "vocab.txt"), "--out", str(tmp_path / "s"), "--num_shards", "2",
+                          "--model", "ds2-small"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "3 utterances" in out.stdout and "1 skipped (1 malformed manifest lines" in out.stdout
+    index = load_index(tmp_path / "s")
+    assert index["skipped"] == [{"line": 4, "kind": "malformed", "reason": index["skipped"][0]["reason"]}]
+    assert index["model"] is not None

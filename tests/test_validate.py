@@ -5,27 +5,12 @@ import sys
 import numpy as np
 import soundfile as sf
 
+from deepspeech2.audio import save_wav
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.data.validate import ValidationConfig, ctc_frames, ctc_min_steps, validate_manifest, write_clean
+from deepspeech2.data.validate import ValidationConfig, validate_manifest, write_clean
+from deepspeech2.model import DS2_SMALL, TINY
 from deepspeech2.testing import make_clip, make_manifest
 from deepspeech2.vocab import Vocabulary
-
-
-def test_ctc_min_steps_brute_force():
-    # Reference: the shortest CTC path is the label sequence with blanks inserted only between repeats.
-    for labels in ["", "a", "aa", "aab", "abab", "hello", "aaa"]:
-        path = []
-        for i, c in enumerate(labels):
-            if i and labels[i - 1] == c:
-                path.append("_")
-            path.append(c)
-        assert ctc_min_steps(labels) == len(path)
-
-
-def test_ctc_frames():
-    assert ctc_frames(1.0, 1) == 99  # 1 + (16000 - 320) // 160
-    assert ctc_frames(1.0, 4) == 25
-    assert ctc_frames(0.01, 1) == 0
 
 
 def _broken_manifest(tmp_path):
@@ -53,7 +38,7 @@ def _broken_manifest(tmp_path):
 
 def test_validate_finds_every_problem(tmp_path):
     manifest = _broken_manifest(tmp_path)
-    report = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english(), time_stride=4),
+    report = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english(), model=DS2_SMALL),
                                progress=False)
     assert report.total == 13
     assert [n for n, _ in report.good] == [1, 2, 3]
@@ -103,8 +88,57 @@ def test_cli_exit_codes(tmp_path):
     clean = subprocess.run(cli + [str(bad), "--write_clean", str(tmp_path / "clean.jsonl")],
                            capture_output=True, text=True)
     assert clean.returncode == 0 and len(read_manifest(tmp_path / "clean.jsonl")) == 3
+    # --model: the same 1 s line with 25 labels fails on ds2-small (the default) and passes on tiny.
+    one = _one_second(tmp_path, [(NEEDS_25, {})])
+    small = subprocess.run(cli + [str(one)], capture_output=True, text=True)
+    assert small.returncode == 1 and "CTC-infeasible: model ds2-small has 24 output steps" in small.stdout
+    tiny = subprocess.run(cli + [str(one), "--model", "tiny"], capture_output=True, text=True)
+    assert tiny.returncode == 0, tiny.stdout + tiny.stderr
     missing = subprocess.run(cli + [str(tmp_path / "nope.jsonl")], capture_output=True, text=True)
     assert missing.returncode != 0
     # One readable line, last (TensorFlow's own import-time log lines may come before it).
     assert missing.stderr.strip().splitlines()[-1] == (
         f"ds2-prepare validate: error: manifest `{tmp_path / 'nope.jsonl'}` does not exist")
+
+
+# 1 s of audio is 99 frames; ds2-small's two "valid" 3x3 convs of time stride 2 leave (99-3)//2+1 = 49, then
+# (49-3)//2+1 = 24 output steps (not ceil(99 / 4) = 25); TINY's one conv (kernel 3, stride 2) leaves 49.
+FITS_24 = "abcdefghijklmnopqrstuvwx"  # 24 labels, no repeats
+NEEDS_25 = "abcdefghijklmnopqrstuvwxy"
+NEEDS_25_REPEATS = "aabcdefghijklmnopqrstuvw"  # 24 characters, but the "aa" needs a blank: 25 steps
+
+
+def _one_second(tmp_path, lines):
+    save_wav(tmp_path / "one.wav", make_clip(1.0))
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"audio_filepath": "one.wav", "duration": 1.0, "text": t, **extra})
+                                + "\n" for t, extra in lines))
+    return manifest
+
+
+def test_ctc_feasibility_is_the_models_output_steps(tmp_path):
+    manifest = _one_second(tmp_path, [(FITS_24, {}), (NEEDS_25, {}), (NEEDS_25_REPEATS, {})])
+    report = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english()), progress=False)  # ds2-small
+    assert [n for n, _ in report.good] == [1] and report.bad_lines() == [2, 3]
+    for p in report.problems:
+        assert p.field == "text" and "CTC-infeasible" in p.message
+        assert "ds2-small" in p.message and "24 output steps" in p.message and "need 25" in p.message
+    # Another model, other steps; no model, no check.
+    report = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english(), model=TINY), progress=False)
+    assert report.ok
+    assert validate_manifest(manifest, ValidationConfig(model=None), progress=False).ok
+
+
+def test_ctc_feasibility_on_the_real_audio_length(tmp_path):
+    # The manifest claims 3 s (74 steps on ds2-small, plenty for 25 labels) but the file holds 1 s: what
+    # training sees is 1 s, 24 steps.
+    manifest = _one_second(tmp_path, [(NEEDS_25, {"duration": 3.0})])
+    report = validate_manifest(manifest, progress=False)
+    fields = {p.field: p for p in report.problems}
+    assert set(fields) == {"duration", "text"}
+    assert "24 output steps for 1.000s" in fields["text"].message
+    # A segment running past the end of its file: judged on the part that exists (0.5 s -> 11 steps).
+    manifest.write_text(json.dumps({"audio_filepath": "one.wav", "offset": 0.5, "duration": 2.0,
+                                    "text": FITS_24[:12]}) + "\n")
+    problems = validate_manifest(manifest, progress=False).problems
+    assert any("11 output steps for 0.500s" in p.message for p in problems), problems

@@ -1,20 +1,24 @@
 """The tf.data input pipeline: shards -> (features, feature_lengths, labels, label_lengths) batches.
 
 Per utterance, inside tf.data with parallel calls (no Python on the hot path):
-    parse -> waveform augmentation -> features -> feature augmentation -> normalize
+    parse -> waveform augmentation -> drop what CTC can't fit -> features -> feature augmentation -> normalize
 then, per epoch: order (SortaGrad's sorted first epoch, DS2 §3.1, or a shuffle) -> bucket by length
 -> padded batches -> prefetch.
 
-SortaGrad needs no global sort at run time: `make_shards` writes each shard sorted by duration and
-lists the durations in its index, so the sorted epoch is a k-way merge of the shards, planned in Python
-from the index and executed by `choose_from_datasets` (no audio is read to plan it).
+Both orders are planned in Python from the shard indexes, without reading audio. `make_shards` writes each
+shard sorted by duration and lists the durations in its index, so:
+- the sorted epoch is a k-way merge of the shards, executed by `choose_from_datasets`;
+- a shuffled epoch reads small contiguous blocks of records (similar durations, since shards are sorted)
+  from random places of random shards (`shuffle_plan`), several blocks at a time, then shuffles records
+  and, after length bucketing, batches. Reading whole shards in a shuffled file order instead would make
+  an epoch a few short-to-long sweeps, not the random order DS2 trains with after the first epoch.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,10 +27,20 @@ import tensorflow as tf
 
 from deepspeech2.data.augment import Augmentation
 from deepspeech2.data.shards import load_index, parse_example
-from deepspeech2.features import FeatureConfig, compute_features, num_frames
+from deepspeech2.features import FeatureConfig, featurize, frame_lengths, num_frames
+from deepspeech2.model.config import ModelConfig
+from deepspeech2.model.deepspeech2 import ctc_feasible, ctc_label_steps
 from deepspeech2.normalizer import Normalizer
 
 AUTOTUNE = tf.data.AUTOTUNE
+BLOCKS_IN_FLIGHT = 16  # blocks a shuffled epoch reads at once, record by record in turn
+# Shuffled epochs read blocks with `skip` unbuffered: skip then seeks past each record (two small reads),
+# where a read buffer would be refilled for every record skipped (measured on 160 KB records: ~2 us
+# against ~7 us per record skipped with TF's default 256 KB buffer).
+BLOCK_READ_BUFFER = 0
+# SpecAugment (feature augmentation) masks the features before they are normalized, as it always has. Set
+# False to apply it after `featurize`, to normalized features; nothing else changes.
+FEATURE_AUGMENTATION_BEFORE_NORMALIZATION = True
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,8 @@ class PipelineConfig:
     sortagrad: bool = True  # first epoch in increasing duration (DS2 §3.1), later ones shuffled
     num_buckets: int = 8  # length buckets for shuffled epochs (0: plain padded batches)
     shuffle_buffer: int = 512  # serialized records held for shuffling (~160 KB each for 5 s)
+    shuffle_block: int = 16  # records a shuffled epoch reads in one contiguous block of a shard (their
+    # durations are similar: shards are sorted); smaller is more random, larger reads fewer blocks
     seed: int = 0  # shuffles use seed + epoch, so an epoch's order is reproducible on resume
     drop_remainder: bool = False  # drop a last partial batch (set for multi-worker training)
     deterministic: bool = True  # keep the order fixed under parallel map (needed to resume mid-epoch)
@@ -56,6 +72,8 @@ class PipelineConfig:
         if self.num_buckets < 0 or self.shuffle_buffer < 1:
             raise ValueError(f"`num_buckets` must be >= 0 and `shuffle_buffer` >= 1, got "
                              f"{self.num_buckets}, {self.shuffle_buffer}")
+        if self.shuffle_block < 1:
+            raise ValueError(f"`shuffle_block` must be >= 1, got {self.shuffle_block}")
 
 
 @dataclass(frozen=True)
@@ -81,6 +99,11 @@ class ShardSet:
         """This input pipeline's share of the files (multi-worker training shards by file)."""
         return ShardSet(self.files[pipeline_id::num_pipelines], self.durations[pipeline_id::num_pipelines])
 
+    @property
+    def counts(self) -> list[int]:
+        """Records per file."""
+        return [len(ds) for ds in self.durations]
+
     def percentiles(self) -> list[float]:
         all_durations = [d for ds in self.durations for d in ds]
         return np.percentile(all_durations, range(0, 101, 5)).tolist()
@@ -89,6 +112,33 @@ class ShardSet:
         """For each record of the duration-sorted union, the index of the file it comes from."""
         merged = heapq.merge(*[[(d, i) for d in ds] for i, ds in enumerate(self.durations)])
         return np.fromiter((i for _, i in merged), dtype=np.int64)
+
+
+def shuffle_plan(counts: Sequence[int], block_size: int, seed: int) -> np.ndarray:
+    """The reads of one shuffled epoch: every file cut into contiguous blocks, all blocks in a random order.
+
+    Block boundaries start at a random phase per file, so the blocks themselves change from epoch to epoch.
+
+    Args:
+        counts: records per file.
+        block_size: records per block (a file's first and last block may be shorter).
+        seed: the epoch's seed; the same seed gives the same plan (resuming mid-epoch relies on it).
+
+    Returns:
+        int64 (num_blocks, 3): `(file index, first record, number of records)` per block, in reading order;
+        together the blocks hold every record of every file exactly once.
+    """
+    rng = np.random.default_rng(seed)
+    blocks = []
+    for f, n in enumerate(counts):
+        if n <= 0:
+            continue
+        starts = np.unique(np.r_[0, np.arange(rng.integers(block_size), n, block_size)])
+        blocks.append(np.stack([np.full(len(starts), f), starts, np.diff(np.r_[starts, n])], axis=1))
+    if not blocks:
+        return np.zeros((0, 3), np.int64)
+    plan = np.concatenate(blocks).astype(np.int64)
+    return plan[rng.permutation(len(plan))]
 
 
 def bucket_plan(percentiles: list[float], feature_config: FeatureConfig, config: PipelineConfig,
@@ -117,7 +167,7 @@ def make_dataset(
     training: bool = True,
     keep_text: bool = False,
     input_context: tf.distribute.InputContext | None = None,
-    output_length: Callable[[tf.Tensor], tf.Tensor] | None = None,
+    model_config: ModelConfig | None = None,
 ) -> tf.data.Dataset:
     """Build one epoch of batches.
 
@@ -127,14 +177,15 @@ def make_dataset(
         normalizer: z-score stats; None leaves features unnormalized.
         augmentation: applied only when `training`.
         config: batching and ordering.
-        epoch: 0-based epoch; with `config.sortagrad`, epoch 0 is sorted by duration.
+        epoch: 0-based epoch; with `config.sortagrad`, epoch 0 is sorted by duration, later epochs (and all
+            with `sortagrad` off) are shuffled with seed `config.seed + epoch`.
         training: False gives evaluation order (sorted by duration: least padding) and no augmentation.
         keep_text: also yield the transcripts, (batch,) tf.string, as a fifth element.
         input_context: from `strategy.distribute_datasets_from_function`; shards files across input
             pipelines (workers) and sizes batches per replica.
-        output_length: the model's feature frames -> output steps; when given, utterances whose labels
-            can't fit (steps < labels + repeats, so CTC is infinite) are dropped. `count_infeasible` counts
-            them from the shard indexes.
+        model_config: when given, utterances CTC can't fit through this model are dropped
+            (`deepspeech2.model.ctc_feasible` on the audio after waveform augmentation, which may change
+            its length). `count_infeasible` counts them from the shard indexes.
 
     Returns:
         A dataset of `(features, feature_lengths, labels, label_lengths[, text])` with shapes
@@ -163,31 +214,50 @@ def make_dataset(
             [tf.data.TFRecordDataset(f) for f in shards.files],
             tf.data.Dataset.from_tensor_slices(shards.merge_order()))
     else:
-        ds = tf.data.Dataset.from_tensor_slices(list(shards.files)).shuffle(len(shards.files), seed=seed)
-        ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(shards.files), 16), block_length=1,
+        plan = shuffle_plan(shards.counts, config.shuffle_block, seed)
+        files = tf.constant(shards.files)
+
+        def read_block(f, start, count):
+            return tf.data.TFRecordDataset(tf.gather(files, f), buffer_size=BLOCK_READ_BUFFER).skip(start).take(count)
+
+        ds = tf.data.Dataset.from_tensor_slices((plan[:, 0], plan[:, 1], plan[:, 2]))
+        ds = ds.interleave(read_block, cycle_length=min(len(plan), BLOCKS_IN_FLIGHT), block_length=1,
                            num_parallel_calls=AUTOTUNE, deterministic=True)
         ds = ds.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
-    ds = ds.map(parse_example, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
-    ds = ds.filter(lambda r: (r["duration"] >= config.min_duration) & (r["duration"] <= config.max_duration))
 
     augment = augmentation if training and augmentation else None
+    # With feature augmentation before normalization, `featurize` computes raw features and the
+    # normalizer runs after the augmentation.
+    normalize_later = FEATURE_AUGMENTATION_BEFORE_NORMALIZATION and augment is not None and bool(augment.feature)
 
-    def featurize(r):
+    def waveform(serialized):
+        r = parse_example(serialized)
         wav, length = r["audio"], r["num_samples"]
         if augment is not None:
-            wav, length = augment.apply_waveform(wav, length)
-        feats, n = compute_features(wav, length, feature_config)  # (frames, dim), ()
+            wav, length = augment.apply_waveform(wav, length)  # speed perturbation changes the length
+        return {"audio": wav, "num_samples": length, "duration": r["duration"], "labels": r["labels"],
+                "text": r["text"]}
+
+    def usable(r):
+        keep = (r["duration"] >= config.min_duration) & (r["duration"] <= config.max_duration)
+        keep &= frame_lengths(r["num_samples"], feature_config) > 0  # shorter than one analysis window
+        if model_config is not None:  # on the augmented length, by the one definition
+            keep &= ctc_feasible(model_config, feature_config, r["num_samples"], ctc_label_steps(r["labels"]))
+        return keep
+
+    def features(r):
+        feats, n = featurize(r["audio"], r["num_samples"], feature_config,
+                             None if normalize_later else normalizer)  # (frames, dim), ()
         if augment is not None:
             feats = augment.apply_features(feats, n)
-        if normalizer is not None:
+        if normalize_later and normalizer is not None:
             feats = normalizer.apply(feats, n)
         out = (feats, n, r["labels"], tf.shape(r["labels"], out_type=tf.int32)[0])
         return out + (r["text"],) if keep_text else out
 
-    ds = ds.map(featurize, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
-    ds = ds.filter(lambda feats, n, *_: n > 0)  # shorter than one analysis window
-    if output_length is not None:
-        ds = ds.filter(lambda feats, n, labels, *_: output_length(n) >= ctc_steps(labels))
+    ds = ds.map(waveform, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
+    ds = ds.filter(usable)
+    ds = ds.map(features, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
 
     dim = feature_config.dim
     padded_shapes = ([None, dim], [], [None], []) + (([],) if keep_text else ())
@@ -210,23 +280,32 @@ def make_dataset(
     return ds.with_options(options).prefetch(AUTOTUNE)
 
 
-def ctc_steps(labels: tf.Tensor) -> tf.Tensor:
-    """CTC output steps needed for (labels,): one per label plus a blank between repeats."""
-    repeats = tf.reduce_sum(tf.cast(tf.equal(labels[1:], labels[:-1]), tf.int32))
-    return tf.size(labels, out_type=tf.int32) + repeats
-
-
-def count_infeasible(shard_dirs: Sequence[str], feature_config: FeatureConfig, output_length: Callable,
+def count_infeasible(shard_dirs: Sequence[str], feature_config: FeatureConfig, model_config: ModelConfig,
                      config: PipelineConfig = PipelineConfig()) -> tuple[int, int]:
-    """(utterances CTC can't fit, utterances in range) from the shard indexes alone (no audio read)."""
+    """Count, from the shard indexes alone (no audio read), the utterances `make_dataset` drops because
+    CTC can't fit them through `model_config` (`deepspeech2.model.ctc_feasible`, as the pipeline's filter).
+
+    Exact without waveform augmentation; speed perturbation changes lengths at run time.
+
+    Returns:
+        `(infeasible, total)`: utterances CTC can't fit, and utterances within the duration limits.
+
+    Raises:
+        ValueError: an index written by an older ds2-make-shards (no per-record samples and label steps).
+    """
     bad = total = 0
     for d in shard_dirs:
-        for s in load_index(d)["shards"]:
-            for seconds, steps in zip(s["durations"], s["label_steps"]):
-                if config.min_duration <= seconds <= config.max_duration:
+        index = load_index(d)
+        rate = index["sample_rate"]
+        for s in index["shards"]:
+            if "num_samples" not in s or "label_steps" not in s:
+                raise ValueError(f"the index of `{d}` lacks per-record `num_samples` and `label_steps` (written "
+                                 "by an older ds2-make-shards); re-run ds2-make-shards with the same arguments")
+            for samples, steps in zip(s["num_samples"], s["label_steps"]):
+                # The record's duration field is samples / rate: the pipeline's duration filter sees the same.
+                if config.min_duration <= samples / rate <= config.max_duration:
                     total += 1
-                    frames = num_frames(int(round(seconds * feature_config.sample_rate)), feature_config)
-                    bad += int(output_length(frames)) < steps
+                    bad += not ctc_feasible(model_config, feature_config, samples, steps)
     return bad, total
 
 

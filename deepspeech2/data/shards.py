@@ -1,11 +1,12 @@
 """TFRecord shards: int16 PCM + transcript + label ids per record, with a JSON index.
 
 Layout of `ds2-make-shards --out DIR --num_shards N`:
-    DIR/shard-00000-of-0000N.tfrecord ...   one tf.train.Example per utterance
-    DIR/index.json                          counts, durations, the vocabulary, skipped utterances
+    DIR/shard-00000-of-0000N.tfrecord ...   one tf.train.Example per utterance, sorted by duration
+    DIR/index.json                          counts; per record its duration, samples and CTC label steps;
+                                            the vocabulary; skipped lines and utterances with the reason
 Each shard is written to a temp file and renamed, and the index is written last, so a crash never
 leaves a half shard that looks finished. Re-running with the same manifest, vocabulary and settings
-is a no-op (the index records a fingerprint of all three).
+is a no-op (the index records a fingerprint of all three, and of the format version).
 """
 
 from __future__ import annotations
@@ -23,12 +24,18 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, load_audio
-from deepspeech2.data.manifest import Utterance, read_manifest
-from deepspeech2.data.validate import ctc_min_steps
+from deepspeech2.data.manifest import Utterance, parse_line
+from deepspeech2.data.validate import model_name
+from deepspeech2.features import FeatureConfig
 from deepspeech2.fileio import atomic_path, write_json
+from deepspeech2.model.config import ModelConfig
+from deepspeech2.model.deepspeech2 import ctc_label_steps, output_steps
 from deepspeech2.vocab import Vocabulary
 
 INDEX = "index.json"
+# Version of the index and record layout, part of the fingerprint so that a re-run rewrites older shards.
+# 2: per-record `num_samples` and `label_steps` (label ids), skipped entries carry their manifest line.
+FORMAT = 2
 
 # The record schema, shared by the writer, the reader and the input pipeline.
 FEATURE_SPEC = {
@@ -52,10 +59,15 @@ class ShardConfig:
     sample_rate: int = SAMPLE_RATE  # audio is resampled to this if it differs
     seed: int = 0  # utterances are dealt to shards in a seeded shuffled order, balancing durations
     num_workers: int = 4  # decoding threads (soundfile releases the GIL)
+    model: ModelConfig | None = None  # given: utterances CTC can't fit through this model are skipped
+    feature_config: FeatureConfig = FeatureConfig()  # the model's features (frames per sample); with `model`
 
     def __post_init__(self):
         if self.num_shards < 1:
             raise ValueError(f"`num_shards` must be >= 1, got {self.num_shards}")
+        if self.model is not None and self.feature_config.sample_rate != self.sample_rate:
+            raise ValueError(f"`feature_config.sample_rate` ({self.feature_config.sample_rate}) must equal the "
+                             f"shards' `sample_rate` ({self.sample_rate})")
 
 
 def shard_name(i: int, n: int) -> str:
@@ -109,23 +121,62 @@ def _utt_id(u: Utterance) -> str:
     return f"{stem}@{u.offset:.2f}" if u.offset else stem
 
 
-def _load(u: Utterance, vocab: Vocabulary, sample_rate: int):
-    """Decode and encode one utterance; returns (serialized, seconds, CTC steps needed) or raises ValueError."""
+class _Infeasible(ValueError):
+    """CTC can't fit the utterance through `ShardConfig.model`."""
+
+
+def _load(u: Utterance, vocab: Vocabulary, config: ShardConfig):
+    """Decode and encode one utterance.
+
+    Returns:
+        (serialized record, seconds, samples, CTC label steps).
+
+    Raises:
+        ValueError: empty or out-of-vocabulary text, unreadable audio; `_Infeasible` if CTC can't fit it
+            through `config.model`.
+        FileNotFoundError: the audio file doesn't exist.
+    """
     labels = vocab.encode(u.text)
     if not labels:
         raise ValueError("empty transcript")
     wav = load_audio(u.audio_filepath, offset=u.offset, duration=u.duration if u.offset else None,
-                     sample_rate=sample_rate)
+                     sample_rate=config.sample_rate)
     if not len(wav):
         raise ValueError("no audio samples")
+    need = ctc_label_steps(labels)
+    if config.model is not None:
+        steps = output_steps(config.model, config.feature_config, len(wav))
+        if steps < need:  # `ctc_feasible`, spelled out for the message
+            raise _Infeasible(f"CTC-infeasible: model {model_name(config.model)} has {steps} output steps for "
+                             f"{len(wav) / config.sample_rate:.3f}s of audio but the labels need {need}")
     pcm = (np.clip(wav, -1.0, 32767 / 32768) * 32768.0).round().astype(np.int16)
-    return (encode_example(pcm, sample_rate, u.text, labels, _utt_id(u), u.speaker), len(pcm) / sample_rate,
-            ctc_min_steps(u.text))
+    return (encode_example(pcm, config.sample_rate, u.text, labels, _utt_id(u), u.speaker),
+            len(pcm) / config.sample_rate, len(pcm), need)
+
+
+def read_manifest_lines(manifest: str | os.PathLike) -> tuple[list[tuple[int, Utterance]], list[dict]]:
+    """The manifest's good lines as `(line number, utterance)`, and its malformed ones as
+    `{"line", "kind": "malformed", "reason"}` (blank lines are neither)."""
+    path = Path(manifest)
+    if not path.exists():
+        raise FileNotFoundError(f"manifest `{path}` does not exist")
+    base = path.parent.resolve()
+    good, bad = [], []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                good.append((n, parse_line(line, base, where=f"line {n}")))
+            except ValueError as e:
+                bad.append({"line": n, "kind": "malformed", "reason": str(e).removeprefix(f"line {n}: ")})
+    return good, bad
 
 
 def _fingerprint(manifest, vocab: Vocabulary, config: ShardConfig) -> str:
     h = hashlib.sha256(Path(manifest).read_bytes())
-    h.update(json.dumps([vocab.tokens(), config.num_shards, config.sample_rate, config.seed]).encode())
+    model = None if config.model is None else [config.model.to_dict(), config.feature_config.to_dict()]
+    h.update(json.dumps([FORMAT, vocab.tokens(), config.num_shards, config.sample_rate, config.seed, model]).encode())
     return h.hexdigest()
 
 
@@ -133,57 +184,71 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
                 progress: bool = True) -> dict:
     """Write `manifest` as `config.num_shards` TFRecord shards plus `index.json`; returns the index.
 
-    Bad utterances (unreadable audio, out-of-vocabulary text) are skipped and listed in the index.
+    Malformed manifest lines, bad utterances (unreadable audio, out-of-vocabulary text) and, with
+    `config.model`, utterances CTC can't fit are skipped and listed in the index's "skipped" with their
+    line number, kind ("malformed", "unusable" or "infeasible") and reason.
+
+    Raises:
+        FileNotFoundError: the manifest doesn't exist.
     """
     out = Path(config.out_dir)
+    if not Path(manifest).exists():
+        raise FileNotFoundError(f"manifest `{manifest}` does not exist")
     fingerprint = _fingerprint(manifest, vocab, config)
     if (out / INDEX).exists():
         previous = load_index(out)
         if previous.get("fingerprint") == fingerprint and all((out / s["path"]).exists()
                                                                  for s in previous["shards"]):
             return previous
-    utts = read_manifest(manifest)
+    lines, skipped = read_manifest_lines(manifest)
     out.mkdir(parents=True, exist_ok=True)
-    order = list(range(len(utts)))
+    order = list(range(len(lines)))
     random.Random(config.seed).shuffle(order)
     # Deal utterances round-robin (after a seeded shuffle) so shards have similar counts and durations.
     assignment = [order[i::config.num_shards] for i in range(config.num_shards)]
-    shards, skipped, durations = [], [], []
-    bar = tqdm(total=len(utts), desc=f"shards {out.name}", unit="utt", disable=not progress)
+    shards, durations = [], []
+    bar = tqdm(total=len(lines), desc=f"shards {out.name}", unit="utt", disable=not progress)
+
+    def load(k):
+        try:
+            return k, _load(lines[k][1], vocab, config), None, None
+        except _Infeasible as e:
+            return k, None, "infeasible", str(e)
+        except (ValueError, FileNotFoundError) as e:
+            return k, None, "unusable", str(e)
+
     with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool:
         for i, members in enumerate(assignment):
             path = out / shard_name(i, config.num_shards)
-            count, seconds, shard_durations, label_steps = 0, 0.0, [], []
-
-            def load(k):
-                try:
-                    return k, _load(utts[k], vocab, config.sample_rate), None
-                except (ValueError, FileNotFoundError) as e:
-                    return k, None, str(e)
-
+            count, seconds = 0, 0.0
+            shard_durations, shard_samples, label_steps = [], [], []
             # Records are sorted by duration inside each shard: interleaving the shards round-robin then
             # gives an (almost) globally sorted stream, which is SortaGrad's first epoch (DS2 §3.1).
-            members = sorted(members, key=lambda k: (utts[k].duration, k))
+            members = sorted(members, key=lambda k: (lines[k][1].duration, k))
             with atomic_path(path) as tmp, tf.io.TFRecordWriter(str(tmp)) as writer:
-                for k, result, err in pool.map(load, members):
+                for k, result, kind, err in pool.map(load, members):
                     bar.update(1)
                     if err is not None:
-                        skipped.append({"audio_filepath": utts[k].audio_filepath, "offset": utts[k].offset,
-                                        "reason": err})
+                        n, u = lines[k]
+                        skipped.append({"line": n, "kind": kind, "audio_filepath": u.audio_filepath,
+                                        "offset": u.offset, "reason": err})
                         continue
                     writer.write(result[0])
                     count += 1
                     seconds += result[1]
                     durations.append(result[1])
                     shard_durations.append(round(result[1], 3))
-                    label_steps.append(result[2])
+                    shard_samples.append(result[2])
+                    label_steps.append(result[3])
             # Per-record durations (in file order, i.e. sorted) let the pipeline merge shards into an exactly
-            # sorted SortaGrad epoch without reading any audio; the CTC steps each transcript needs let
-            # training count the utterances a model's time stride makes infeasible, also without reading.
+            # sorted SortaGrad epoch, and plan shuffled epochs, without reading any audio; the samples and the
+            # CTC steps each transcript needs let training count the utterances a model can't fit
+            # (`deepspeech2.model.ctc_feasible`), also without reading.
             shards.append({"path": path.name, "count": count, "duration": round(seconds, 3),
-                           "durations": shard_durations, "label_steps": label_steps})
+                           "durations": shard_durations, "num_samples": shard_samples, "label_steps": label_steps})
     bar.close()
     index = {
+        "format": FORMAT,
         "manifest": str(Path(manifest).resolve()),
         "fingerprint": fingerprint,
         "num_shards": config.num_shards,
@@ -193,8 +258,11 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
         # Duration percentiles 0, 5, ..., 100: the input pipeline derives its length buckets from them.
         "duration_percentiles": [round(float(q), 3) for q in np.percentile(durations or [0.0], range(0, 101, 5))],
         "vocabulary": vocab.tokens(),
+        # The model infeasible utterances were judged for (None: none were).
+        "model": None if config.model is None else config.model.to_dict(),
+        "feature_config": None if config.model is None else config.feature_config.to_dict(),
         "shards": shards,
-        "skipped": skipped,
+        "skipped": sorted(skipped, key=lambda e: e["line"]),
     }
     write_json(out / INDEX, index)
     return index

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import math
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,19 +14,11 @@ from tqdm import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info
 from deepspeech2.data.manifest import Utterance, parse_line, write_manifest
-from deepspeech2.features import FeatureConfig, num_frames
+from deepspeech2.features import FeatureConfig
 from deepspeech2.fileio import atomic_write
+from deepspeech2.model.config import DS2_SMALL, PRESETS, ModelConfig
+from deepspeech2.model.deepspeech2 import ctc_label_steps, output_steps
 from deepspeech2.vocab import Vocabulary
-
-def ctc_frames(duration: float, time_stride: int, feature_config: FeatureConfig = FeatureConfig()) -> int:
-    """Model output steps for `duration` seconds: feature frames, then the front end's time stride."""
-    frames = num_frames(int(round(duration * feature_config.sample_rate)), feature_config)
-    return math.ceil(frames / time_stride)
-
-
-def ctc_min_steps(labels: str) -> int:
-    """The fewest CTC output steps that can emit `labels`: one per label, plus a blank between repeats."""
-    return len(labels) + sum(a == b for a, b in zip(labels, labels[1:]))
 
 
 @dataclass(frozen=True)
@@ -39,16 +29,34 @@ class ValidationConfig:
     sample_rate: int = SAMPLE_RATE  # expected sample rate of every file
     channels: int = 1  # expected channel count
     duration_tolerance: float = 0.05  # seconds the manifest's duration may differ from the audio's
-    time_stride: int = 2  # the model front end's total time stride (ds2-small: 4 with 2 stride-2 convs)
+    model: ModelConfig | None = DS2_SMALL  # CTC feasibility is judged with this model's exact output steps
+    # (`deepspeech2.model.output_steps`, as training does); None skips the check
+    feature_config: FeatureConfig = FeatureConfig()  # the features the model sees: their window, hop and
+    # sample rate (the audio is counted as make-shards resamples it) give the frames
     decode: bool = True  # decode every file fully (slower; catches truncated/corrupt data)
     num_workers: int = 4  # threads (soundfile releases the GIL)
-    frames_for: Callable[[float], int] | None = None  # override: duration -> model output steps
 
     def __post_init__(self):
-        if self.time_stride < 1:
-            raise ValueError(f"`time_stride` must be >= 1, got {self.time_stride}")
         if self.duration_tolerance < 0:
             raise ValueError(f"`duration_tolerance` must be >= 0, got {self.duration_tolerance}")
+
+
+def model_name(model: ModelConfig) -> str:
+    """The preset name of `model`, or a description of its front end for messages."""
+    name = next((k for k, v in PRESETS.items() if v == model), None)
+    return name or f"custom (time stride {model.time_stride})"
+
+
+def samples_used(u: Utterance, file_rate: int, file_frames: int, sample_rate: int) -> int:
+    """The samples of `u` that `make_shards` stores, at `sample_rate`: the whole file, or the segment
+    (`offset` > 0) cut at the file's end. So a line whose audio is shorter than its manifest duration is
+    judged on the audio it really has."""
+    if u.offset:
+        start = int(round(u.offset * file_rate))
+        used = max(0, min(start + int(round(u.duration * file_rate)), file_frames) - start)
+    else:
+        used = file_frames
+    return used if file_rate == sample_rate else -(-used * sample_rate // file_rate)  # resample: ceil
 
 
 @dataclass(frozen=True)
@@ -125,12 +133,17 @@ def _check(line_no: int, raw: str, base: Path, cfg: ValidationConfig) -> tuple[U
                 add("audio_filepath", "audio is all zeros (silence)", "check the recording or remove the line")
         except Exception as e:  # noqa: BLE001 - any decoder failure is a bad line, not a crash
             add("audio_filepath", f"decoding failed: {e}", "re-convert the file or remove the line")
-    if u.text.strip():
-        steps = cfg.frames_for(u.duration) if cfg.frames_for else ctc_frames(u.duration, cfg.time_stride)
-        need = ctc_min_steps(u.text)
+    known = cfg.vocab is None or not cfg.vocab.oov(u.text)
+    if cfg.model is not None and u.text.strip() and known:
+        # Count label ids, as training does; without a vocabulary each character is one label.
+        vocab = cfg.vocab or Vocabulary.from_texts([u.text])
+        need = ctc_label_steps(vocab.encode(u.text))
+        num_samples = samples_used(u, sr, frames, cfg.feature_config.sample_rate)
+        steps = output_steps(cfg.model, cfg.feature_config, num_samples)
         if steps < need:
-            add("text", f"CTC-infeasible: {steps} output steps after the front end's stride of "
-                f"{cfg.time_stride} but the labels need {need}", "drop the line, or use a smaller time stride")
+            add("text", f"CTC-infeasible: model {model_name(cfg.model)} has {steps} output steps for "
+                f"{num_samples / cfg.feature_config.sample_rate:.3f}s of audio but the labels need {need}",
+                "drop the line, or use a model with a smaller time stride")
     return (u if not problems else None), problems
 
 
