@@ -1,6 +1,9 @@
-"""ds2-compute-stats: per-bin feature mean/std over sampled training utterances -> mean_std.npz.
+"""Compute the per-bin feature mean/std over sampled training utterances -> mean_std.npz.
 
     ds2-compute-stats --manifest_paths data/tiny/train.jsonl --feature linear --out data/tiny/mean_std.npz
+
+The .npz also carries the feature config (kind, sample rate, window, hop, ...): `ds2-train --mean_std` takes
+its features from it.
 """
 
 import sys
@@ -8,7 +11,7 @@ import sys
 from absl import app, flags
 
 from deepspeech2.features import KINDS, FeatureConfig
-from deepspeech2.normalizer import NUM_SAMPLES, compute_mean_std
+from deepspeech2.data.stats import NUM_SAMPLES, compute_mean_std
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("manifest_paths", None, "Comma-separated JSON-lines manifests to sample from.")
@@ -42,7 +45,12 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from absl import app, flags
 from absl import logging as absl_logging
 
 from deepspeech2.data.pipeline import PipelineConfig
-from deepspeech2.model import preset
+from deepspeech2.model import PRESETS, load_model_config
 from deepspeech2.train import MIXED_POLICIES, OPTIMIZERS, TrainConfig, train
 
 d = TrainConfig.__dataclass_fields__
@@ -26,8 +26,10 @@ flags.DEFINE_list("dev_shards", [], "Dev shard folders, greedy WER/CER each epoc
 flags.DEFINE_string("vocab", None, "Vocabulary file.")
 flags.DEFINE_string("mean_std", None, "Normalizer stats (ds2-compute-stats); they fix the features.")
 flags.DEFINE_string("augmentation", "", "Augmentation JSON (seed format).")
-flags.DEFINE_string("model", "ds2-small", "Model preset: tiny, ds2-small, ds2-paper-en, ds2-streaming, ds1.")
-flags.DEFINE_string("model_overrides", "{}", 'JSON of ModelConfig fields to change, e.g. {"rnn_layers": 5}.')
+flags.DEFINE_string("model", "ds2-small", "Model: a preset (tiny, ds2-small, ds2-paper-en, ds2-streaming, ds1) "
+                    "or a model_config.json (or a bundle folder holding one).")
+flags.DEFINE_string("model_overrides", "{}", 'JSON of ModelConfig fields to change, e.g. {"rnn_layers": 5}; '
+                    '{"feature_kind": "logmel", "feature_dim": 80} builds the model for log-mel stats.')
 flags.DEFINE_integer("epochs", d["epochs"].default, "Epochs.")
 flags.DEFINE_integer("batch_size", p.batch_size, "Global batch size (utterances), split over replicas.")
 flags.DEFINE_integer("batch_frames", p.batch_frames, "If > 0, batch by padded frames per replica instead.")
@@ -41,14 +43,14 @@ flags.DEFINE_integer("warmup_steps", d["warmup_steps"].default, "Linear warm-up 
 flags.DEFINE_float("lr_decay", d["lr_decay"].default, "Per-epoch learning-rate factor.")
 flags.DEFINE_float("clipnorm", d["clipnorm"].default, "Global gradient-norm clip (0 = off).")
 flags.DEFINE_enum("mixed_precision", "", list(MIXED_POLICIES), "Mixed-precision policy.")
-flags.DEFINE_bool("jit_compile", False, "XLA-compile the train step.")
+flags.DEFINE_bool("jit_compile", False, "XLA-compile the model's forward and backward pass (one device).")
 flags.DEFINE_integer("checkpoint_every_steps", d["checkpoint_every_steps"].default, "Checkpoint interval.")
 flags.DEFINE_integer("log_every_steps", d["log_every_steps"].default, "Summary/log interval.")
 flags.DEFINE_bool("histograms", False, "Weight histograms in TensorBoard.")
 flags.DEFINE_string("init_model_path", "", "Fine-tune from this model bundle.")
 flags.DEFINE_integer("benchmark_batch_size", 0, "Benchmark: override the batch size, log every step.")
 flags.DEFINE_integer("benchmark_max_step", 0, "Benchmark: stop after this many steps.")
-flags.DEFINE_integer("seed", 0, "Seed of the shuffles and the initialization.")
+flags.DEFINE_integer("seed", 0, "Seed of the weight initialization, the shuffles and the augmentation.")
 flags.DEFINE_integer("verbose", 1, "0 quiet, 1 progress bar, 2 a line per logged step.")
 flags.mark_flags_as_required(["workdir", "train_shards", "vocab", "mean_std"])
 F = flags.FLAGS
@@ -60,13 +62,13 @@ def main(argv):
     if not F["verbosity"].present:
         absl_logging.set_verbosity(absl_logging.WARNING)
     try:
-        model = dataclasses.replace(preset(F.model), **json.loads(F.model_overrides))
+        model = dataclasses.replace(load_model_config(F.model), **json.loads(F.model_overrides))
         pipeline = PipelineConfig(batch_size=F.batch_size, batch_frames=F.batch_frames, sortagrad=F.sortagrad,
                                   num_buckets=F.num_buckets, min_duration=F.min_duration, max_duration=F.max_duration, seed=F.seed)
         config = TrainConfig(
             workdir=F.workdir, train_shards=tuple(F.train_shards), dev_shards=tuple(F.dev_shards),
             vocab_path=F.vocab, normalizer_path=F.mean_std, augmentation_path=F.augmentation, model=model,
-            model_name=F.model, pipeline=pipeline, epochs=F.epochs, optimizer=F.optimizer,
+            model_name=F.model if F.model in PRESETS else "custom", pipeline=pipeline, epochs=F.epochs, optimizer=F.optimizer,
             learning_rate=F.learning_rate, warmup_steps=F.warmup_steps, lr_decay=F.lr_decay, clipnorm=F.clipnorm,
             mixed_precision=F.mixed_precision, jit_compile=F.jit_compile,
             checkpoint_every_steps=F.checkpoint_every_steps, log_every_steps=F.log_every_steps,
@@ -81,7 +83,12 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
 
 
 if __name__ == "__main__":

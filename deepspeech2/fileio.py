@@ -67,3 +67,38 @@ def write_json(path: str | os.PathLike, obj) -> None:
     with atomic_write(path) as f:
         json.dump(obj, f, indent=2, ensure_ascii=False)
         f.write("\n")
+
+
+@contextlib.contextmanager
+def exclusive_lock(folder: str | os.PathLike, what: str = "this job") -> Iterator[Path]:
+    """Hold an exclusive lock on `folder` (its `.lock` file, which records our PID) for the block.
+
+    The lock is the kernel's (`flock`), so it goes away with the process, even after `kill -9`: a stale
+    `.lock` file never blocks anyone.
+
+    Raises:
+        ValueError: `folder` is a file, or another process holds the lock (the message names its PID).
+    """
+    import fcntl
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"`{folder}` is a file, not a folder; give {what} a folder of its own")
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / ".lock"
+    with open(lock, "a+", encoding="utf-8") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            pid = f.read().strip() or "unknown"
+            raise ValueError(f"`{folder}` is in use by PID {pid} ({what} there is still running); wait for it to "
+                             "finish, or use another folder") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        try:
+            yield lock
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -1,26 +1,35 @@
 """Training: one `strategy.run` loop for every strategy (one device, all local GPUs, many machines).
 
 Keras 3's `Model.fit` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585), so this is a
-custom loop: tf.data batches -> `strategy.run(replica_step)` -> CTC -> a Keras optimizer, with
-`tf.train.CheckpointManager` checkpoints (model, optimizer, step, epoch and position in the epoch) and
-`tf.summary` for TensorBoard. The flax `main.py` pattern: `bin/ds2_train.py` parses flags into a
-`TrainConfig` and calls `train(config)`.
+custom loop: tf.data batches -> `strategy.run(replica step)` -> CTC -> gradients -> a Keras optimizer's
+`update_step`, with `tf.train.CheckpointManager` checkpoints (model, optimizer, step, epoch and position in
+the epoch) and `tf.summary` for TensorBoard. The flax `main.py` pattern: `bin/ds2_train.py` parses flags
+into a `TrainConfig` and calls `train(config)`.
+
+The step is synchronous SGD done by hand rather than through `optimizer.apply`, because in Keras 3.15 the
+optimizer clips `global_clipnorm` on each replica's partial gradient before it sums them, and
+`LossScaleOptimizer` decides "finite" from replica 0's gradients alone. Here every replica all-reduces the
+gradients itself, so all of them hold the global batch's gradient; its true global norm is clipped and
+logged; and the update is applied, or skipped on every replica together (BatchNorm moving statistics
+restored too), from one all-reduced decision. Sequence-wise BN is synchronized across replicas
+(`deepspeech2.model.layers.cross_replica_sum`), so N replicas train the model one device would train on
+the same global batch.
 
 Work directory layout:
     checkpoints/   tf.train checkpoints, every `checkpoint_every_steps` and at each epoch end
-    model/         the finished model bundle: model.keras + model_config.json + vocab.txt + mean_std.npz
-                   + train_config.json (evaluation and export need nothing else)
+    model/         the bundle of the epoch with the best dev WER (DS2 §5; the last epoch without dev data)
+    last/          the bundle of the last finished epoch (`deepspeech2.bundle`)
     tensorboard/   train/ and dev/ event files
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import math
 import os
-import shutil
 import signal
 import tempfile
 import time
@@ -31,12 +40,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from deepspeech2.bundle import init_from, save_bundle
 from deepspeech2.data.augment import parse_augmentation
 from deepspeech2.data.pipeline import PipelineConfig, count_infeasible, make_dataset
 from deepspeech2.data.shards import load_index, read_shards
-from deepspeech2.fileio import write_json
+from deepspeech2.features import FeatureConfig
+from deepspeech2.fileio import exclusive_lock
 from deepspeech2.metrics import cer, wer
-from deepspeech2.model import ModelConfig, build_model, greedy_decode, output_length
+from deepspeech2.model import ModelConfig, build_model, greedy_decode
 from deepspeech2.normalizer import Normalizer
 from deepspeech2.vocab import Vocabulary
 
@@ -45,6 +56,9 @@ logger = logging.getLogger(__name__)
 BENCHMARK_SKIP_STEPS = 10  # steps left out of the final throughput figure (tracing, warm-up)
 MIXED_POLICIES = ("", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adam", "sgd")
+CUDNN_MAX_LABEL_LENGTH = 256  # cuDNN's CTC fails (an unexplained launch failure) on longer label sequences
+FP16_INITIAL_SCALE = 2.0**15  # dynamic loss scaling for mixed_float16, as Keras's LossScaleOptimizer
+FP16_GROWTH_STEPS = 2000  # finite steps in a row before the loss scale doubles
 
 
 @dataclass(frozen=True)
@@ -102,19 +116,61 @@ class TrainConfig:
         return d
 
 
-def sparse_ctc_loss(labels, label_lengths, logits, logit_lengths) -> tf.Tensor:
-    """Per-utterance CTC loss through TF's C++ kernel with sparse labels (blank = 0).
+def learning_rate(config: TrainConfig, step, epoch):
+    """The learning rate at global `step` (0-based) in `epoch` (0-based): linear warm-up to the peak over
+    `warmup_steps`, times `lr_decay ** epoch` (DS2 §3.1 anneals by 1.2 after each epoch).
+
+    Tied to the real epoch counter, so the anneal follows the data whatever the batch size, `batch_frames`
+    or replica count. Works on Python numbers and on tensors.
+    """
+    if isinstance(step, (int, float)) and isinstance(epoch, (int, float)):
+        return config.learning_rate * min(1.0, (step + 1) / max(config.warmup_steps, 1)) * config.lr_decay**epoch
+    step, epoch = tf.cast(step, tf.float32), tf.cast(epoch, tf.float32)
+    warm = tf.minimum(1.0, (step + 1.0) / max(config.warmup_steps, 1))
+    return config.learning_rate * warm * tf.pow(config.lr_decay, epoch)
+
+
+def sparse_ctc_loss(labels, label_lengths, logits, logit_lengths, gpu: bool | None = None) -> tf.Tensor:
+    """Per-utterance CTC loss through TF's C++ kernels with sparse labels (blank = 0).
 
     Same values as `deepspeech2.model.ctc_loss` (the backend-neutral `keras.ops` version), but ~25x
     faster on CPU (9 ms against 236 ms for 16 x 124 steps x 60 labels, forward and backward): the
     training loop is TF-only anyway, so it uses this one.
+
+    On a GPU, `tf.nn.ctc_loss` runs cuDNN's CTC, which fails with an unexplained launch failure on label
+    sequences longer than 256 (`CUDNN_MAX_LABEL_LENGTH`); a batch holding one falls back to TF's own
+    kernel (run on the CPU), so long utterances still train.
+
+    Args:
+        labels: `(batch, max_labels)` int, 0-padded.
+        label_lengths: `(batch,)` int.
+        logits: `(batch, time, vocab)`.
+        logit_lengths: `(batch,)` int.
+        gpu: whether the cuDNN kernel may be chosen; None = whether TF sees a GPU.
+
+    Returns:
+        `(batch,)` fp32 losses.
     """
     mask = tf.sequence_mask(label_lengths, tf.shape(labels)[1])
     indices = tf.where(mask)
     sparse = tf.SparseTensor(indices, tf.gather_nd(tf.cast(labels, tf.int32), indices),
                              tf.cast(tf.shape(labels), tf.int64))
-    return tf.nn.ctc_loss(sparse, tf.cast(logits, tf.float32), None, logit_lengths, logits_time_major=False,
-                          blank_index=0)
+    logits = tf.cast(logits, tf.float32)
+
+    def any_kernel():  # cuDNN on a GPU (TF's implementation selector), TF's kernel elsewhere
+        return tf.nn.ctc_loss(sparse, logits, None, logit_lengths, logits_time_major=False, blank_index=0)
+
+    def tf_kernel():  # TF's own kernel, for any label length; it wants the blank last
+        rolled = tf.concat([logits[:, :, 1:], logits[:, :, :1]], axis=-1)
+        shifted = tf.SparseTensor(sparse.indices, sparse.values - 1, sparse.dense_shape)
+        return tf.compat.v1.nn.ctc_loss(shifted, rolled, logit_lengths, time_major=False,
+                                        ignore_longer_outputs_than_inputs=True)
+
+    if gpu is None:
+        gpu = bool(tf.config.list_logical_devices("GPU"))
+    if not gpu:
+        return any_kernel()
+    return tf.cond(tf.reduce_max(label_lengths) <= CUDNN_MAX_LABEL_LENGTH, any_kernel, tf_kernel)
 
 
 def select_strategy() -> tf.distribute.Strategy:
@@ -127,6 +183,16 @@ def select_strategy() -> tf.distribute.Strategy:
     return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
 
 
+def _is_chief_process() -> bool:
+    """Whether TF_CONFIG makes this process the chief (worker 0 without a "chief" task), before any strategy."""
+    tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    task, cluster = tf_config.get("task", {}), tf_config.get("cluster", {})
+    if not cluster:
+        return True
+    return task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index", 0) == 0
+                                           and "chief" not in cluster)
+
+
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not resolver.task_type:
@@ -135,81 +201,30 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
                                              and "chief" not in resolver.cluster_spec().as_dict())
 
 
-@keras.saving.register_keras_serializable(package="deepspeech2")
-class WarmupExponentialDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """Linear warm-up to `peak`, then `peak * decay ** (step / steps_per_epoch)` (DS2 §3.1's per-epoch anneal)."""
-
-    def __init__(self, peak, warmup_steps, steps_per_epoch, decay):
-        self.peak, self.warmup_steps, self.steps_per_epoch, self.decay = peak, warmup_steps, steps_per_epoch, decay
-
-    def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
-        warm = keras.ops.minimum(1.0, (step + 1.0) / max(self.warmup_steps, 1))
-        return self.peak * warm * keras.ops.power(self.decay, step / max(self.steps_per_epoch, 1))
-
-    def get_config(self):
-        return {"peak": self.peak, "warmup_steps": self.warmup_steps, "steps_per_epoch": self.steps_per_epoch,
-                "decay": self.decay}
-
-
-def make_optimizer(config: TrainConfig, steps_per_epoch: int) -> keras.optimizers.LossScaleOptimizer:
-    """Adam or Nesterov SGD with warm-up, per-epoch decay and clipping, wrapped in a loss-scale optimizer.
-
-    The wrapper is what skips a step whose gradients are not finite, on every strategy; with fp16 it also
-    scales the loss dynamically. For fp32/bf16 the scale starts at 1 (it only halves on a bad batch).
-    """
-    lr = WarmupExponentialDecay(config.learning_rate, config.warmup_steps, steps_per_epoch, config.lr_decay)
-    clip = {"global_clipnorm": config.clipnorm} if config.clipnorm else {}
+def make_optimizer(config: TrainConfig) -> keras.optimizers.Optimizer:
+    """Adam, or SGD with Nesterov momentum (DS2 §3.1). No clipping or loss scaling inside: the train step
+    does both on the all-reduced gradients, and passes `learning_rate(...)` to each update."""
     if config.optimizer == "adam":
-        inner = keras.optimizers.Adam(lr, **clip)
-    else:
-        inner = keras.optimizers.SGD(lr, momentum=config.momentum, nesterov=True, **clip)
-    if config.mixed_precision == "mixed_float16":
-        return keras.optimizers.LossScaleOptimizer(inner)
-    return keras.optimizers.LossScaleOptimizer(inner, initial_scale=1.0, dynamic_growth_steps=1_000_000)
+        return keras.optimizers.Adam(config.learning_rate)
+    return keras.optimizers.SGD(config.learning_rate, momentum=config.momentum, nesterov=True)
 
 
-def init_from(model: keras.Model, path: str) -> int:
-    """Copy weights from a saved model bundle (or .keras file) layer by layer where names and shapes match."""
-    src_path = Path(path) / "model.keras" if Path(path).is_dir() else Path(path)
-    if not src_path.exists():
-        raise FileNotFoundError(f"`init_model_path` {path} has no model.keras; point it at a ds2-train "
-                                "workdir's model/ folder or a .keras file")
-    src = {layer.name: layer for layer in keras.saving.load_model(src_path, compile=False).layers}
-    copied = 0
-    for layer in model.layers:
-        other = src.get(layer.name)
-        if other is None or not layer.weights:
-            continue
-        if [w.shape for w in layer.get_weights()] == [w.shape for w in other.get_weights()]:
-            layer.set_weights(other.get_weights())
-            copied += 1
-        else:
-            logger.warning("init_model_path: %s has other shapes there; left freshly initialized", layer.name)
-    logger.info("initialized %d layers from %s", copied, src_path)
-    return copied
+def resolve_model_config(model: ModelConfig, feature_config: FeatureConfig, vocab: Vocabulary) -> ModelConfig:
+    """The model config with the vocabulary's size, after checking it takes these features.
 
-
-def save_bundle(model: keras.Model, config: TrainConfig, vocab: Vocabulary, normalizer_path: str,
-                out_dir: str | Path) -> Path:
-    """Write the self-contained model bundle atomically (temp folder, then rename)."""
-    out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        model.save(tmp / "model.keras")
-        write_json(tmp / "model_config.json", config.model.to_dict())
-        write_json(tmp / "train_config.json", config.to_dict())
-        vocab.save(tmp / "vocab.txt")
-        shutil.copyfile(normalizer_path, tmp / "mean_std.npz")
-        old = out_dir.with_name(f".{out_dir.name}.old")
-        if out_dir.exists():
-            os.replace(out_dir, old)
-        os.replace(tmp, out_dir)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir
+    Raises:
+        ValueError: the model is built for another feature kind or size than the normalizer's stats.
+    """
+    if (model.feature_kind, model.feature_dim) != (feature_config.kind, feature_config.dim):
+        raise ValueError(
+            f"the model takes {model.feature_dim}-dim `{model.feature_kind}` features but the normalizer stats "
+            f"are for {feature_config.dim}-dim `{feature_config.kind}` features; recompute the stats with "
+            f"`ds2-compute-stats --feature {model.feature_kind}`, or build the model for these features with "
+            f"--model_overrides '{{\"feature_kind\": \"{feature_config.kind}\", \"feature_dim\": "
+            f"{feature_config.dim}}}'")
+    if model.vocab_size != vocab.size:
+        logger.info("output layer sized to the vocabulary: %d ids", vocab.size)
+    return dataclasses.replace(model, vocab_size=vocab.size)
 
 
 class _Preempted:
@@ -236,215 +251,315 @@ def train(config: TrainConfig) -> dict:
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(config.mixed_precision)
     try:
-        return _train(config)
+        # Two trainers on one workdir would interleave their checkpoints and TensorBoard steps: hold a lock
+        # (the chief only: the other workers of a cluster write to temporary folders).
+        with exclusive_lock(config.workdir, "a ds2-train") if _is_chief_process() else contextlib.nullcontext():
+            return Trainer(config).fit()
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)  # the policy is process-global
 
 
-def _train(config: TrainConfig) -> dict:
-    tf.random.set_seed(config.seed)
-    vocab = Vocabulary.load(config.vocab_path)
-    normalizer = Normalizer.load(config.normalizer_path)
-    feature_config = normalizer.feature_config
-    model_config = dataclasses.replace(config.model, vocab_size=vocab.size, feature_dim=feature_config.dim)
-    config = dataclasses.replace(config, model=model_config)
-    for d in config.train_shards + config.dev_shards:
-        index = load_index(d)
-        if index["vocabulary"] != vocab.tokens():
-            raise ValueError(f"shards in `{d}` were written with another vocabulary than `{config.vocab_path}`; "
-                             "re-run ds2-make-shards with this vocabulary")
-    augmentation = parse_augmentation(config.augmentation_path or None)
-    pipeline = config.pipeline
-    if config.benchmark_batch_size:
-        pipeline = dataclasses.replace(pipeline, batch_size=config.benchmark_batch_size, batch_frames=0)
-    out_len = lambda n: output_length(model_config, n)  # noqa: E731
+class Trainer:
+    """One training run: the set-up and restore (`__init__`), the step, the epoch loop (`fit`), and the
+    end-of-epoch evaluation and bundles."""
 
-    strategy = select_strategy()
-    chief = is_chief(strategy)
-    workdir = Path(config.workdir)
-    ckpt_dir = workdir / "checkpoints" if chief else Path(tempfile.mkdtemp(prefix="ds2-worker-ckpt-"))
+    def __init__(self, config: TrainConfig):
+        keras.utils.set_random_seed(config.seed)  # weight initialization, and TF's global seed
+        self.vocab = Vocabulary.load(config.vocab_path)
+        self.normalizer = Normalizer.load(config.normalizer_path)
+        self.feature_config = self.normalizer.feature_config
+        config = dataclasses.replace(config, model=resolve_model_config(config.model, self.feature_config,
+                                                                         self.vocab))
+        for d in config.train_shards + config.dev_shards:
+            if load_index(d)["vocabulary"] != self.vocab.tokens():
+                raise ValueError(f"shards in `{d}` were written with another vocabulary than `{config.vocab_path}`; "
+                                 "re-run ds2-make-shards with this vocabulary")
+        self.augmentation = parse_augmentation(config.augmentation_path or None)
+        pipeline = config.pipeline
+        if config.benchmark_batch_size:
+            pipeline = dataclasses.replace(pipeline, batch_size=config.benchmark_batch_size, batch_frames=0)
+        self.config, self.pipeline = config, pipeline
 
-    infeasible, total = count_infeasible(config.train_shards, feature_config, out_len, pipeline)
-    if infeasible:
-        logger.warning("%d of %d training utterances are too short for their transcripts at time stride %d "
-                       "(CTC can't fit them); they are skipped", infeasible, total, model_config.time_stride)
-    usable = total - infeasible
-    if usable <= 0:
-        raise ValueError(f"no usable training utterances in {list(config.train_shards)} ({infeasible} of {total} "
-                         "CTC-infeasible or none within the duration limits)")
-    steps_per_epoch = math.ceil(usable / pipeline.batch_size) if not pipeline.batch_frames else None
+        self.strategy = select_strategy()
+        self.chief = is_chief(self.strategy)
+        if config.jit_compile and self.strategy.num_replicas_in_sync > 1:
+            raise ValueError("`jit_compile` compiles the model inside each replica, where the synchronized "
+                             "BatchNorm's cross-replica sums can't run; use it with one device")
+        workdir = Path(config.workdir)
+        self.workdir = workdir
+        ckpt_dir = workdir / "checkpoints" if self.chief else Path(tempfile.mkdtemp(prefix="ds2-worker-ckpt-"))
 
-    with strategy.scope():
-        model = build_model(model_config, name=config.model_name.replace("-", "_"))
-        optimizer = make_optimizer(config, steps_per_epoch or max(1, usable // 16))
-        optimizer.build(model.trainable_variables)
-        step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-        epoch_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-        position = tf.Variable(0, dtype=tf.int64, trainable=False, name="batch_in_epoch")
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, epoch=epoch_var,
-                                     batch_in_epoch=position)
-    manager = tf.train.CheckpointManager(checkpoint, str(ckpt_dir), max_to_keep=config.keep_checkpoints)
-    if manager.latest_checkpoint:
-        checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        logger.info("resumed from %s: step %d, epoch %d, batch %d", manager.latest_checkpoint, int(step.numpy()),
-                    int(epoch_var.numpy()), int(position.numpy()))
-        if config.verbose:
-            print(f"resumed from {manager.latest_checkpoint}: step {int(step.numpy())}, epoch {int(epoch_var.numpy()) + 1}, "
-                  f"batch {int(position.numpy())}")
-    elif config.init_model_path:
-        init_from(model, config.init_model_path)
+        self.infeasible, total = count_infeasible(config.train_shards, self.feature_config, config.model, pipeline)
+        if self.infeasible:
+            logger.warning("%d of %d training utterances are too short for their transcripts (CTC can't fit "
+                           "them at the model's time stride %d); they are skipped", self.infeasible, total,
+                           config.model.time_stride)
+        if total - self.infeasible <= 0:
+            raise ValueError(f"no usable training utterances in {list(config.train_shards)} ({self.infeasible} "
+                             f"of {total} CTC-infeasible or none within the duration limits)")
+        # Batches by count and a sorted first epoch: the first epoch's step count is known.
+        self.sorted_steps = math.ceil((total - self.infeasible) / pipeline.batch_size) \
+            if not pipeline.batch_frames else None
 
-    global_batch = pipeline.batch_size
+        with self.strategy.scope():
+            self.model = build_model(config.model, name=config.model_name.replace("-", "_"))
+            self.optimizer = make_optimizer(config)
+            self.optimizer.build(self.model.trainable_variables)
+            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+            self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+            self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="batch_in_epoch")
+            self.best_wer = tf.Variable(math.inf, dtype=tf.float64, trainable=False, name="best_dev_wer")
+            fp16 = config.mixed_precision == "mixed_float16"
+            self.loss_scale = tf.Variable(FP16_INITIAL_SCALE if fp16 else 1.0, trainable=False, name="loss_scale")
+            self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="finite_steps_in_a_row")
+            # Shuffled, length-bucketed epochs have no batch count known in advance: the previous epoch's
+            # count is the progress bar's target.
+            self.epoch_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps_of_last_epoch")
+        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step,
+                                              epoch=self.epoch, batch_in_epoch=self.position,
+                                              best_dev_wer=self.best_wer, loss_scale=self.loss_scale,
+                                              finite_steps_in_a_row=self.good_steps, steps_of_last_epoch=self.epoch_steps)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(ckpt_dir),
+                                                  max_to_keep=config.keep_checkpoints)
+        if self.manager.latest_checkpoint:
+            self.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
+            logger.info("resumed from %s: step %d, epoch %d, batch %d", self.manager.latest_checkpoint,
+                        int(self.step.numpy()), int(self.epoch.numpy()), int(self.position.numpy()))
+            if config.verbose:
+                print(f"resumed from {self.manager.latest_checkpoint}: step {int(self.step.numpy())}, "
+                      f"epoch {int(self.epoch.numpy()) + 1}, batch {int(self.position.numpy())}")
+        elif config.init_model_path:
+            init_from(self.model, config.init_model_path)
 
-    def replica_step(features, feature_lengths, labels, label_lengths):
+        forward = lambda f, n: self.model({"features": f, "feature_lengths": n}, training=True)  # noqa: E731
+        # XLA compiles the model's forward and backward pass; the sparse CTC (no XLA kernel) and the
+        # update stay outside it.
+        self.forward = tf.function(forward, jit_compile=True) if config.jit_compile else forward
+        self.eval_fn = tf.function(lambda f, n: self.model({"features": f, "feature_lengths": n}, training=False),
+                                   reduce_retracing=True)
+        summary_dir = workdir / "tensorboard" if self.chief else Path(tempfile.mkdtemp(prefix="ds2-worker-tb-"))
+        self.train_writer = tf.summary.create_file_writer(str(summary_dir / "train"))
+        self.dev_writer = tf.summary.create_file_writer(str(summary_dir / "dev"))
+        self.train_step = None  # traced on the first batch: every epoch's batches have the same spec
+        # Per applied step: loss, learning rate, global gradient norm (before clipping); per epoch: dev WER/CER.
+        self.history = {"loss": [], "lr": [], "grad_norm": [], "dev_wer": [], "dev_cer": [],
+                        "epochs_completed": int(self.epoch.numpy())}
+        self.timings: list[float] = []
+        self.skipped_batches = 0
+
+    # -- the step ---------------------------------------------------------------------------------------
+
+    def _replica_step(self, features, feature_lengths, labels, label_lengths):
+        """One replica's share of a step; returns the global loss, finiteness, gradient norm and batch size."""
+        context = tf.distribute.get_replica_context()
+        variables = self.model.trainable_variables
+        # The forward pass updates BN's moving statistics; keep them, to restore them if the batch is skipped.
+        saved = [tf.identity(v.value) for v in self.model.non_trainable_variables]
+        global_batch = context.all_reduce("sum", tf.cast(tf.shape(labels)[0], tf.float32))
+        scale = tf.identity(self.loss_scale)
         with tf.GradientTape() as tape:
-            outputs = model({"features": features, "feature_lengths": feature_lengths}, training=True)
+            outputs = self.forward(features, feature_lengths)
             per_utt = sparse_ctc_loss(labels, label_lengths, outputs["logits"], outputs["output_lengths"])
-            # Mean over the GLOBAL batch: the optimizer sums gradients over replicas.
-            ctx = tf.distribute.get_replica_context()
-            n = ctx.all_reduce("sum", tf.cast(tf.shape(per_utt)[0], tf.float32))
-            loss = tf.reduce_sum(per_utt) / n
-            scaled = optimizer.scale_loss(loss)
-        grads = tape.gradient(scaled, model.trainable_variables)
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads]) & tf.math.is_finite(loss)
-        bad = ctx.all_reduce("sum", 1.0 - tf.cast(finite, tf.float32))
-        grad_norm = tf.linalg.global_norm(grads) / tf.cast(optimizer.dynamic_scale, tf.float32)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))  # skipped when not finite
-        return loss, bad, grad_norm, n
+            loss = tf.reduce_sum(per_utt) / global_batch  # this replica's share of the global batch's mean
+            scaled = loss * scale
+        grads = tape.gradient(scaled, variables)
+        # The global batch's gradient (and loss), summed here, so that every replica holds the same values
+        # and every decision below comes out the same on all of them.
+        *grads, loss = context.all_reduce("sum", [*grads, loss])
+        grads = [g / scale for g in grads]
+        finite = tf.math.is_finite(loss) & tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+        norm = tf.linalg.global_norm(grads)
+        if self.config.clipnorm:
+            grads, _ = tf.clip_by_global_norm(grads, self.config.clipnorm, use_norm=norm)
+        context.merge_call(self._apply_or_skip, args=(grads, finite, saved))
+        return loss, finite, norm, global_batch
 
-    def make_train_ds(epoch: int):
-        return strategy.distribute_datasets_from_function(lambda ctx: make_dataset(
-            config.train_shards, feature_config, normalizer, augmentation, pipeline, epoch=epoch,
-            input_context=ctx, output_length=out_len))
+    def _apply_or_skip(self, strategy, grads, finite, saved):
+        """Cross-replica: apply the update on every replica, or skip it on every replica."""
+        finite = strategy.experimental_local_results(finite)[0]  # the same on every replica (all-reduced)
+        lr = learning_rate(self.config, self.step, self.epoch)
+        fp16 = self.config.mixed_precision == "mixed_float16"
 
-    summary_dir = workdir / "tensorboard" if chief else Path(tempfile.mkdtemp(prefix="ds2-worker-tb-"))
-    train_writer = tf.summary.create_file_writer(str(summary_dir / "train"))
-    dev_writer = tf.summary.create_file_writer(str(summary_dir / "dev"))
-    eval_fn = tf.function(lambda f, n: model({"features": f, "feature_lengths": n}, training=False),
-                          reduce_retracing=True)
-    preempted = _Preempted()
-    handler = None
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        handler = tf.distribute.experimental.PreemptionCheckpointHandler(strategy.cluster_resolver, manager)
+        def apply():
+            for grad, variable in zip(grads, self.model.trainable_variables):
+                strategy.extended.update(variable.value, self._update_variable, args=(grad, lr), group=False)
+            self.optimizer.iterations.assign_add(1)
+            if fp16:  # dynamic loss scaling: double the scale after FP16_GROWTH_STEPS finite steps
+                grow = self.good_steps + 1 >= FP16_GROWTH_STEPS
+                self.loss_scale.assign(tf.where(grow, self.loss_scale * 2.0, self.loss_scale))
+                self.good_steps.assign(tf.where(grow, tf.zeros_like(self.good_steps), self.good_steps + 1))
+            return tf.constant(True)
 
-    timings, history = [], {"loss": [], "dev_wer": [], "dev_cer": [], "epochs_completed": 0}
-    bad_in_row, skipped_batches = 0, 0
-    fp_item = {"": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}[config.mixed_precision]
-    benchmark = bool(config.benchmark_batch_size or config.benchmark_max_step)  # log every step
-    train_step = None
-    stop = False
-    try:
-        while int(epoch_var.numpy()) < config.epochs and not stop:
-            epoch = int(epoch_var.numpy())
-            skip = int(position.numpy())
-            ds = make_train_ds(epoch)
-            if train_step is None:  # traced once: every epoch's batches have the same (unknown-dims) spec
-                train_step = tf.function(lambda batch: strategy.run(replica_step, args=batch),
-                                         input_signature=[ds.element_spec], jit_compile=config.jit_compile or None)
-            iterator = iter(ds)
-            for _ in range(skip):  # resume mid-epoch: the epoch's order is deterministic
-                next(iterator)
-            # Sorted epochs have a known batch count; bucketed ones don't (partial batches per bucket).
-            sorted_epoch = epoch == 0 and pipeline.sortagrad
-            bar = keras.utils.Progbar(steps_per_epoch if sorted_epoch else None,
-                                      stateful_metrics=["loss", "lr", "ips"],
-                                      verbose=1 if config.verbose == 1 and chief and not benchmark else 0)
-            if config.verbose and chief:
-                print(f"epoch {epoch + 1}/{config.epochs}" + (f" (resuming at batch {skip})" if skip else "")
-                      + (" [SortaGrad: sorted by duration]" if epoch == 0 and pipeline.sortagrad else ""))
-            t_last = time.perf_counter()
-            for batch in iterator:
-                loss, bad, grad_norm, n_utts = train_step(batch)
-                loss = float(strategy.reduce("sum", loss, axis=None))
-                bad = float(strategy.experimental_local_results(bad)[0])
-                n_utts = float(strategy.experimental_local_results(n_utts)[0])  # global batch, all-reduced
-                grad_norm = float(strategy.reduce("mean", grad_norm, axis=None))
-                now = time.perf_counter()
-                dt, t_last = now - t_last, now
-                step.assign_add(1)
-                position.assign_add(1)
-                current = int(step.numpy())
-                if bad:
+        def skip():
+            for variable, value in zip(self.model.non_trainable_variables, saved):
+                strategy.extended.update(variable.value, lambda v, x: v.assign(x), args=(value,), group=False)
+            if fp16:  # the scale overflowed fp16: halve it
+                self.loss_scale.assign(tf.maximum(self.loss_scale / 2.0, 1.0))
+                self.good_steps.assign(0)
+            return tf.constant(False)
+
+        tf.cond(finite, apply, skip)
+
+    def _update_variable(self, variable, grad, lr):
+        return self.optimizer.update_step(grad, variable, lr)
+
+    # -- the loop ---------------------------------------------------------------------------------------
+
+    def _dataset(self, epoch: int):
+        return self.strategy.distribute_datasets_from_function(lambda context: make_dataset(
+            self.config.train_shards, self.feature_config, self.normalizer, self.augmentation, self.pipeline,
+            epoch=epoch, input_context=context, model_config=self.config.model))
+
+    def fit(self) -> dict:
+        config = self.config
+        if int(self.epoch.numpy()) >= config.epochs and config.verbose and self.chief:
+            print(f"{self.workdir} is already trained to epoch {int(self.epoch.numpy())} (--epochs {config.epochs}); "
+                  "nothing to do")
+        preempted = _Preempted()
+        handler = None
+        if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            handler = tf.distribute.experimental.PreemptionCheckpointHandler(self.strategy.cluster_resolver,
+                                                                             self.manager)
+        try:
+            while int(self.epoch.numpy()) < config.epochs:
+                if self._run_epoch(int(self.epoch.numpy()), preempted, handler):
+                    break
+                self._end_epoch(int(self.epoch.numpy()))
+        finally:
+            preempted.restore()
+            self.train_writer.flush()
+            self.dev_writer.flush()
+        return {"benchmark": self.benchmark_result(), "step": int(self.step.numpy()),
+                "epoch": int(self.epoch.numpy()), "skipped_batches": self.skipped_batches,
+                "infeasible_utterances": self.infeasible, "best_dev_wer": float(self.best_wer.numpy()),
+                "model": self.model, **self.history}
+
+    def _run_epoch(self, epoch: int, preempted: _Preempted, handler) -> bool:
+        """Train one epoch (from the saved position when resuming); returns True when the job must stop."""
+        config, chief = self.config, self.chief
+        skip = int(self.position.numpy())
+        ds = self._dataset(epoch)
+        if self.train_step is None:
+            self.train_step = tf.function(lambda batch: self.strategy.run(self._replica_step, args=batch),
+                                          input_signature=[ds.element_spec])
+        iterator = iter(ds)
+        for _ in range(skip):  # resume mid-epoch: the epoch's order is deterministic
+            next(iterator)
+        benchmark = bool(config.benchmark_batch_size or config.benchmark_max_step)  # log every step
+        sorted_epoch = epoch == 0 and self.pipeline.sortagrad
+        target = self.sorted_steps if sorted_epoch else int(self.epoch_steps.numpy()) or None
+        bar = keras.utils.Progbar(target, stateful_metrics=["loss", "lr", "ips"],
+                                  verbose=1 if config.verbose == 1 and chief and not benchmark else 0)
+        bar.update(skip)
+        if config.verbose and chief:
+            print(f"epoch {epoch + 1}/{config.epochs}" + (f" (resuming at batch {skip})" if skip else "")
+                  + (" [SortaGrad: sorted by duration]" if sorted_epoch else ""))
+        bad_in_row = 0
+        t_last = time.perf_counter()
+        for batch in iterator:
+            lr = learning_rate(config, int(self.step.numpy()), epoch)  # the rate this step applies
+            loss, finite, grad_norm, n_utts = (
+                float(self.strategy.experimental_local_results(x)[0]) for x in self.train_step(batch))
+            now = time.perf_counter()
+            dt, t_last = now - t_last, now
+            self.step.assign_add(1)
+            self.position.assign_add(1)
+            current = int(self.step.numpy())
+            if not finite:
+                self.skipped_batches += 1
+                if config.mixed_precision == "mixed_float16" and math.isfinite(loss):
+                    logger.info("step %d: fp16 gradient overflow; batch skipped, loss scale now %g", current,
+                                float(self.loss_scale.numpy()))
+                else:
                     bad_in_row += 1
-                    skipped_batches += 1
                     logger.warning("step %d: non-finite loss/gradients (loss=%s); batch skipped (%d in a row)",
                                    current, loss, bad_in_row)
                     if bad_in_row >= config.max_bad_batches:
                         raise ValueError(f"{bad_in_row} non-finite batches in a row at step {current}: training "
                                          "diverged; lower --learning_rate or --clipnorm, or check the data "
                                          "with ds2-prepare validate")
-                    continue
+            else:
                 bad_in_row = 0
                 ips = n_utts / dt
-                timings.append(ips)
-                history["loss"].append(loss)
-                lr = float(optimizer.inner_optimizer.learning_rate)
-                bar.add(1, [("loss", loss), ("lr", lr), ("ips", ips)])
+                self.timings.append(ips)
+                self.history["loss"].append(loss)
+                self.history["lr"].append(lr)
+                self.history["grad_norm"].append(grad_norm)
+                bar.update(int(self.position.numpy()), [("loss", loss), ("lr", lr), ("ips", ips)])
                 if chief and (benchmark or current % config.log_every_steps == 0):
-                    with train_writer.as_default(step=current):
-                        tf.summary.scalar("loss", loss)
-                        tf.summary.scalar("learning_rate", lr)
-                        tf.summary.scalar("gradient_norm", grad_norm)
-                        tf.summary.scalar("throughput_sent_per_sec", ips)
-                    if config.verbose >= 2 or benchmark:
-                        print(f"epoch: {epoch + 1}, step: {current}, loss: {loss:.4f}, lr: {lr:.3e}, "
-                              f"grad_norm: {grad_norm:.2f}, batch_cost: {dt:.4f} s, ips: {ips:.3f} sent./sec",
-                              flush=True)
-                if current % config.checkpoint_every_steps == 0:
-                    manager.save(checkpoint_number=current)
-                if handler is not None:
-                    handler.save_checkpoint_if_preempted()
-                if preempted.flag:
-                    manager.save(checkpoint_number=current)
-                    print(f"SIGTERM: checkpointed step {current}; re-run the same command to resume", flush=True)
-                    stop = True
-                    break
-                if config.benchmark_max_step and current >= config.benchmark_max_step:
-                    stop = True
-                    break
-            if stop:
-                break
-            # Epoch done: evaluate, then advance the position before checkpointing so a restart
-            # begins the next epoch.
-            if config.dev_shards:
-                dev_wer, dev_cer, examples = evaluate(eval_fn, config.dev_shards, feature_config, normalizer,
-                                                      vocab, pipeline, config.num_examples)
-                history["dev_wer"].append(dev_wer)
-                history["dev_cer"].append(dev_cer)
-                if chief:
-                    with dev_writer.as_default(step=int(step.numpy())):
-                        tf.summary.scalar("wer", dev_wer)
-                        tf.summary.scalar("cer", dev_cer)
-                        tf.summary.text("examples", "\n\n".join(
-                            f"**ref:** {r}  \n**hyp:** {h}" for r, h in examples))
-                if config.verbose and chief:
-                    print(f"epoch {epoch + 1}: dev WER {dev_wer:.2%}, CER {dev_cer:.2%}")
+                    self._log_step(epoch, current, loss, lr, grad_norm, dt, ips, benchmark)
+            if current % config.checkpoint_every_steps == 0:
+                self.manager.save(checkpoint_number=current)
+            if handler is not None:
+                handler.save_checkpoint_if_preempted()
+            if preempted.flag:
+                self.manager.save(checkpoint_number=current)
+                print(f"SIGTERM: checkpointed step {current}; re-run the same command to resume", flush=True)
+                return True
+            if config.benchmark_max_step and current >= config.benchmark_max_step:
+                return True
+        bar.update(int(self.position.numpy()), finalize=True)  # ends the bar's line: results go on their own
+        self.epoch_steps.assign(self.position)
+        return False
+
+    def _log_step(self, epoch, step, loss, lr, grad_norm, dt, ips, benchmark):
+        with self.train_writer.as_default(step=step):
+            tf.summary.scalar("loss", loss)
+            tf.summary.scalar("learning_rate", lr)
+            tf.summary.scalar("gradient_norm", grad_norm)
+            tf.summary.scalar("throughput_sent_per_sec", ips)
+        if self.config.verbose >= 2 or benchmark:  # PaddleSpeech's benchmark log format
+            print(f"epoch: {epoch + 1}, step: {step}, loss: {loss:.4f}, lr: {lr:.3e}, grad_norm: {grad_norm:.2f}, "
+                  f"batch_cost: {dt:.4f} s, ips: {ips:.3f} sent./sec", flush=True)
+
+    def _end_epoch(self, epoch: int) -> None:
+        """Evaluate on dev, write the bundles (last/, and model/ when dev WER is the best so far), then
+        advance the epoch and checkpoint, so a restart begins the next epoch."""
+        config, chief, step = self.config, self.chief, int(self.step.numpy())
+        dev_wer = None
+        if config.dev_shards:
+            dev_wer, dev_cer, examples = evaluate(self.eval_fn, config.dev_shards, self.feature_config,
+                                                  self.normalizer, self.vocab, self.pipeline, config.num_examples)
+            self.history["dev_wer"].append(dev_wer)
+            self.history["dev_cer"].append(dev_cer)
             if chief:
-                with train_writer.as_default(step=int(step.numpy())):
-                    if augmentation:
-                        _audio_summary(config.train_shards, augmentation, feature_config.sample_rate)
-                    if config.histograms:
-                        for w in model.weights:
-                            tf.summary.histogram(w.path, w)
-            epoch_var.assign_add(1)
-            position.assign(0)
-            history["epochs_completed"] = int(epoch_var.numpy())
-            manager.save(checkpoint_number=int(step.numpy()))
-            if chief:
-                save_bundle(model, config, vocab, config.normalizer_path, workdir / "model")
-    finally:
-        preempted.restore()
-        train_writer.flush()
-        dev_writer.flush()
-    measured = timings[BENCHMARK_SKIP_STEPS:] or timings
-    result = {
-        "model_name": config.model_name, "batch_size": global_batch, "fp_item": fp_item, "run_mode": "DP",
-        "gpu_num": len(tf.config.list_logical_devices("GPU")) and strategy.num_replicas_in_sync,
-        "FINAL_RESULT": round(float(np.mean(measured)), 3) if measured else 0.0, "UNIT": "sent./sec",
-        "JOB_FAIL_FLAG": 0,
-    }
-    return {"benchmark": result, "step": int(step.numpy()), "epoch": int(epoch_var.numpy()), "skipped_batches": skipped_batches,
-            "infeasible_utterances": infeasible, "model": model, **history}
+                with self.dev_writer.as_default(step=step):
+                    tf.summary.scalar("wer", dev_wer)
+                    tf.summary.scalar("cer", dev_cer)
+                    tf.summary.text("examples", "\n\n".join(f"**ref:** {r}  \n**hyp:** {h}" for r, h in examples))
+            if config.verbose and chief:
+                print(f"epoch {epoch + 1}: dev WER {dev_wer:.2%}, CER {dev_cer:.2%}", flush=True)
+        if chief:
+            with self.train_writer.as_default(step=step):
+                if self.augmentation:
+                    _audio_summary(config.train_shards, self.augmentation, self.feature_config.sample_rate)
+                if config.histograms:
+                    for w in self.model.weights:
+                        tf.summary.histogram(w.path, w)
+            self._save(self.workdir / "last")
+            if dev_wer is None or dev_wer < float(self.best_wer.numpy()):
+                self._save(self.workdir / "model")
+        if dev_wer is not None:
+            self.best_wer.assign(min(dev_wer, float(self.best_wer.numpy())))
+        self.epoch.assign_add(1)
+        self.position.assign(0)
+        self.history["epochs_completed"] = int(self.epoch.numpy())
+        self.manager.save(checkpoint_number=step)
+
+    def _save(self, path: Path) -> None:
+        save_bundle(path, self.model, self.config.model, self.vocab, self.normalizer, self.config.to_dict())
+
+    def benchmark_result(self) -> dict:
+        """PaddleSpeech's benchmark line: mean sent./sec after the first BENCHMARK_SKIP_STEPS steps."""
+        measured = self.timings[BENCHMARK_SKIP_STEPS:] or self.timings
+        fp_item = {"": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}[self.config.mixed_precision]
+        return {
+            "model_name": self.config.model_name, "batch_size": self.pipeline.batch_size, "fp_item": fp_item,
+            "run_mode": "DP", "gpu_num": len(tf.config.list_logical_devices("GPU")) and
+            self.strategy.num_replicas_in_sync,
+            "FINAL_RESULT": round(float(np.mean(measured)), 3) if measured else 0.0, "UNIT": "sent./sec",
+            "JOB_FAIL_FLAG": 0,
+        }
 
 
 def evaluate(eval_fn, shard_dirs, feature_config, normalizer, vocab, pipeline: PipelineConfig,

@@ -7,9 +7,12 @@ dense to `vocab_size` (DS2 Fig. 1). Kernel and stride pairs are written (time, f
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
+from deepspeech2.features import KINDS as FEATURE_KINDS
 from deepspeech2.features import MFCC_CONTEXT, N_MFCC, NUM_LINEAR_BINS
 from deepspeech2.model.layers import conv_stack_output_length
 from deepspeech2.vocab import ENGLISH_CHARS
@@ -23,6 +26,8 @@ ENGLISH_VOCAB_SIZE = 1 + len(ENGLISH_CHARS)  # 29: CTC blank (id 0), space, apos
 class ModelConfig:
     """Architecture hyper-parameters. Saved as JSON next to every checkpoint and export."""
 
+    feature_kind: str = "linear"  # the features the model is built for (FeatureConfig.kind); the trainer
+    # refuses normalizer stats of another kind or size rather than silently resizing the input layer
     feature_dim: int = NUM_LINEAR_BINS  # input features per frame (161 linear-spectrogram bins)
     vocab_size: int = ENGLISH_VOCAB_SIZE  # softmax size, CTC blank included (blank is id 0)
     conv_filters: tuple[int, ...] = (32, 32)  # output channels of each 2-D conv; () = no conv front end
@@ -42,6 +47,8 @@ class ModelConfig:
     def __post_init__(self):
         for name in ("feature_dim", "vocab_size", "rnn_layers", "rnn_units"):
             _check_positive_int(name, getattr(self, name))
+        if self.feature_kind not in FEATURE_KINDS:
+            raise ValueError(f"`feature_kind` must be one of {FEATURE_KINDS}, got {self.feature_kind!r}")
         if self.vocab_size < 2:
             raise ValueError(f"`vocab_size` must be >= 2 (blank plus one symbol), got {self.vocab_size!r}")
         n_conv = len(self.conv_filters)
@@ -128,16 +135,23 @@ TINY = ModelConfig(
 # 32 channels: 161 bins -> 80 -> 39, 39 x 32 = 1248 features per step, 4x fewer steps) and 3 GRU-512.
 DS2_SMALL = ModelConfig()
 
-# DS2's English model: DS2 Table 3's best 2-D front end (41x11, 21x11, 21x11 filters written
-# frequency x time in the paper; 32, 32, 96 channels; time strides 2, 1, 1) and 7 bidirectional GRUs
-# of 1760 units.
+# DS2's English model, the one the paper reports all its English results with (DS2 §3.x, Table 11 and
+# the text after it: "the 100 million parameter RNN model"): 3 layers of 2-D convolution and 7
+# bidirectional layers of *simple* clipped-ReLU recurrence with BatchNorm, then the output layer. Its GRU
+# models had fewer recurrent layers (Table 11's GRU: 3 bidirectional layers after 1 conv layer); 7
+# bidirectional GRU-1760 layers would be 264 M parameters, a model the paper never trained. The front end
+# is Table 3's best 2-D one (41x11, 21x11, 21x11 filters written frequency x time in the paper; 32, 32,
+# 96 channels). The paper's 100 M model strides 3 in time and outputs bigrams (Table 11); we keep
+# characters (unigrams), which need the smaller time stride of 2 (DS2 §3.6). The paper does not list the
+# units; 1880 per direction gives 100.6 M parameters here (each direction has its own input weights).
 DS2_PAPER_EN = ModelConfig(
     conv_filters=(32, 32, 96),
     conv_kernel_sizes=((11, 41), (11, 21), (11, 21)),
     conv_strides=((2, 2), (1, 2), (1, 2)),
     conv_padding="same",
+    rnn_type="rnn",
     rnn_layers=7,
-    rnn_units=1760,
+    rnn_units=1880,
     bidirectional=True,
 )
 
@@ -149,20 +163,25 @@ DS2_STREAMING = ModelConfig(
     row_conv_context=3,
 )
 
-# Mozilla DeepSpeech 1: 26 MFCCs with +-9 frames of context (494 dims) into 3 clipped-ReLU FC layers,
-# one bidirectional LSTM, one more FC layer, softmax; dropout 0.05; no conv and no batch norm.
+# Mozilla's DeepSpeech 1 notebook (../shared/seeds, `BiRNN`): 26 MFCCs with +-9 frames of context (494
+# dims) into 3 clipped-ReLU FC layers of 494, 494 and 988 units (`n_hidden_1/2 = n_input + 2 * n_input *
+# n_context`, `n_hidden_3 = 2 * n_cell_dim`), one bidirectional LSTM with a 494-unit cell, one more FC
+# layer of 494, the softmax; dropout 0.05 after each FC layer; no conv and no batch norm. One difference
+# on purpose: our bidirectional layers sum the two directions (DS2 §3.2) where the notebook concatenates
+# them, so the FC layer after the LSTM sees 494 inputs, not 988.
 DS1 = ModelConfig(
+    feature_kind="mfcc",
     feature_dim=N_MFCC * (2 * MFCC_CONTEXT + 1),
     conv_filters=(),
     conv_kernel_sizes=(),
     conv_strides=(),
-    fc_before_units=(2048, 2048, 2048),
+    fc_before_units=(494, 494, 988),
     rnn_type="lstm",
     rnn_layers=1,
-    rnn_units=2048,
+    rnn_units=494,
     bidirectional=True,
     rnn_batch_norm=False,
-    fc_after_units=(2048,),
+    fc_after_units=(494,),
     fc_dropout=0.05,
 )
 
@@ -175,3 +194,38 @@ def preset(name: str) -> ModelConfig:
     if name not in PRESETS:
         raise ValueError(f"unknown model preset `name`={name!r}; choose one of {sorted(PRESETS)}")
     return PRESETS[name]
+
+
+def load_model_config(spec: str) -> ModelConfig:
+    """A model for command lines: a preset name (one of `PRESETS`), the path of a model_config.json (as
+    written next to checkpoints and in bundles; `ModelConfig.from_dict`), or a folder holding one.
+
+    Raises:
+        FileNotFoundError: `spec` looks like a path (ends in .json or has a folder) and doesn't exist, or is a
+            folder without a model_config.json.
+        ValueError: neither a preset nor a readable ModelConfig JSON file.
+    """
+    if spec in PRESETS:
+        return PRESETS[spec]
+    path = Path(spec)
+    if path.is_dir():  # a bundle or a training workdir
+        path = path / "model_config.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"`model`={spec!r} is a folder without a model_config.json")
+    if path.is_file():
+        try:
+            values = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"`model`={spec!r} is not a JSON file: {e}") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"`model`={spec!r} must hold a JSON object of ModelConfig fields, got "
+                             f"{type(values).__name__}")
+        try:
+            return ModelConfig.from_dict(values)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"`model`={spec!r}: {e}") from None
+    if path.suffix == ".json" or len(path.parts) > 1:
+        raise FileNotFoundError(f"model config `{spec}` does not exist; give a model_config.json or one of the "
+                                f"presets {sorted(PRESETS)}")
+    raise ValueError(f"unknown `model`={spec!r}; give one of the presets {sorted(PRESETS)} or the path of a "
+                     "model_config.json")

@@ -60,29 +60,53 @@ def _channel_sums(x, weights):
 
 
 def _frame_count(x, weights):
-    """Valid frames times positions per frame (the frequency bins of conv activations); at least 1."""
-    return ops.maximum(ops.sum(weights), 1.0) * math.prod(x.shape[2:-1])
+    """Valid frames times positions per frame (the frequency bins of conv activations)."""
+    return ops.sum(weights) * math.prod(x.shape[2:-1])
+
+
+def cross_replica_sum(x):
+    """`x` summed over the replicas of a TensorFlow distribution strategy; `x` itself everywhere else.
+
+    Sequence-wise BN takes its statistics over the whole global batch (synchronized BN): a model trained
+    on N replicas is then the model trained on one device with the same batch, and its moving statistics
+    see every replica's data, not replica 0's alone. Only TensorFlow's tf.distribute runs replicas here
+    (Keras's own `BatchNormalization(synchronized=True)` is TF-only for the same reason); on the other
+    backends, and outside a strategy, there is one replica.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return x
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return x
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, x)
 
 
 def masked_moments(x, weights):
-    """Per-channel mean and variance over the frames with weight 1.
+    """Per-channel mean and variance over the frames with weight 1, across all replicas.
 
     Args:
         x: `(batch, time, channels)` or `(batch, time, freq, channels)` fp32.
         weights: `(batch, time)` fp32, 1 for valid frames and 0 for padding.
 
     Returns:
-        `(mean, variance)`, each `(channels,)`.
+        `(mean, variance, count)`: `(channels,)`, `(channels,)` and the number of positions they cover
+        (valid frames times frequency bins, summed over replicas; at least 1).
     """
-    count = _frame_count(x, weights)
-    mean = _channel_sums(x, weights) / count
+    channels = x.shape[-1]
+    # One all-reduce for both sums and the count.
+    sums = cross_replica_sum(ops.concatenate([_channel_sums(x, weights), _channel_sums(ops.square(x), weights),
+                                              ops.reshape(_frame_count(x, weights), (1,))]))
+    count = ops.maximum(sums[2 * channels], 1.0)
+    mean = sums[:channels] / count
     # E[x^2] - E[x]^2 saves a pass over x against E[(x - mean)^2]; in fp32 the cancellation error stays
     # small for activations whose mean is not far above their spread.
-    return mean, ops.maximum(_channel_sums(ops.square(x), weights) / count - ops.square(mean), 0.0)
+    return mean, ops.maximum(sums[channels:2 * channels] / count - ops.square(mean), 0.0), count
 
 
 @ops.custom_gradient
-def _batch_normalize(x, weights, mean, inv_std, gamma, beta):
+def _batch_normalize(x, weights, mean, inv_std, count, gamma, beta):
     """`gamma * (x - mean) * inv_std + beta` for the masked batch statistics `mean`, `inv_std` of `x`, with
     the full BN gradient (through the statistics) written out: a few passes over `x` instead of autodiff's
     many.
@@ -92,6 +116,7 @@ def _batch_normalize(x, weights, mean, inv_std, gamma, beta):
         weights: `(batch, time)` fp32, 1 for the frames the statistics were taken over.
         mean: `(channels,)` masked mean of `x` (no gradient needed).
         inv_std: `(channels,)` `1 / sqrt(masked variance + epsilon)` (no gradient needed).
+        count: positions the statistics cover, over all replicas (`masked_moments`).
         gamma: `(channels,)` scale.
         beta: `(channels,)` offset.
 
@@ -106,13 +131,17 @@ def _batch_normalize(x, weights, mean, inv_std, gamma, beta):
         everywhere = ops.ones_like(weights)
         d_beta = _channel_sums(g, everywhere)
         d_gamma = (_channel_sums(g * x, everywhere) - mean * d_beta) * inv_std  # sum(g * x_hat)
-        # dx = scale * (g - w * (d_beta + x_hat * d_gamma) / count): the statistics only saw frames with w = 1.
-        count = _frame_count(x, weights)
-        c1 = scale * inv_std * d_gamma / count
-        c0 = scale * d_beta / count - mean * c1
+        # dx = scale * (g - w * (d_beta + x_hat * d_gamma) / count): the statistics saw the frames with w = 1
+        # on every replica, so the sums through them are global too (the parameter gradients stay local: the
+        # trainer all-reduces those).
+        channels = d_beta.shape[-1]
+        sums = cross_replica_sum(ops.concatenate([d_beta, d_gamma]))
+        c1 = scale * inv_std * sums[channels:] / count
+        c0 = scale * sums[:channels] / count - mean * c1
         w = ops.reshape(weights, ops.shape(weights) + (1,) * (len(x.shape) - 2))  # (B, T, 1[, 1])
         zeros = ops.zeros_like(mean)
-        return g * scale - w * (x * c1 + c0), ops.zeros_like(weights), zeros, zeros, d_gamma, d_beta
+        return (g * scale - w * (x * c1 + c0), ops.zeros_like(weights), zeros, zeros, ops.zeros_like(count),
+                d_gamma, d_beta)
 
     return x * scale + (beta - mean * scale), grad
 
@@ -130,7 +159,8 @@ class SequenceBatchNorm(keras.layers.Layer):
     """Batch norm whose statistics cover valid frames only (sequence-wise BN, DS2 §3.2 eq. 4).
 
     Mean and variance are taken per channel (last axis) over batch x time (and, for rank-4 conv
-    activations, frequency), counting only frames `t < length`. Inference uses moving averages.
+    activations, frequency), counting only frames `t < length`, and over all replicas of a TF
+    distribution strategy (`cross_replica_sum`). Inference uses moving averages.
 
     Args:
         momentum: moving-average momentum.
@@ -164,12 +194,12 @@ class SequenceBatchNorm(keras.layers.Layer):
         x = ops.cast(inputs, "float32")  # statistics in fp32 also under mixed precision
         if training:
             weights = ops.cast(mask, "float32")
-            mean, variance = masked_moments(ops.stop_gradient(x), weights)
+            mean, variance, count = masked_moments(ops.stop_gradient(x), weights)
             self.moving_mean.assign(self.momentum * self.moving_mean + (1.0 - self.momentum) * mean)
             self.moving_variance.assign(self.momentum * self.moving_variance + (1.0 - self.momentum) * variance)
             # Variables go in as tensors: TF's custom_gradient must not see variable reads inside.
             gamma, beta = ops.cast(self.gamma, "float32"), ops.cast(self.beta, "float32")
-            y = _batch_normalize(x, weights, mean, ops.rsqrt(variance + self.epsilon), gamma, beta)
+            y = _batch_normalize(x, weights, mean, ops.rsqrt(variance + self.epsilon), count, gamma, beta)
         else:
             scale = self.gamma * ops.rsqrt(self.moving_variance + self.epsilon)
             y = x * scale + (self.beta - self.moving_mean * scale)

@@ -1,0 +1,126 @@
+"""Feature statistics for the normalizer: per-bin mean and std over sampled training utterances.
+
+As in the PaddlePaddle DS2 seed's `compute_mean_std.py`: mean and standard deviation per feature bin over
+the frames of N randomly sampled utterances (ds2-compute-stats). The result is a `Normalizer`, saved as
+`mean_std.npz` with the FeatureConfig it was computed for.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+
+from deepspeech2.audio import load_audio
+from deepspeech2.data.manifest import read_manifests
+from deepspeech2.features import FeatureConfig, compute_features
+from deepspeech2.normalizer import Normalizer
+
+logger = logging.getLogger(__name__)
+
+NUM_SAMPLES = 2000  # utterances sampled for the stats (PaddlePaddle DS2 seed default)
+BATCH_SIZE = 16  # utterances per compute_features call while estimating stats
+
+
+def compute_mean_std(
+    manifest_paths: Sequence[str | os.PathLike],
+    feature_config: FeatureConfig,
+    num_samples: int | None = NUM_SAMPLES,
+    seed: int = 0,
+    batch_size: int = BATCH_SIZE,
+) -> Normalizer:
+    """Estimate per-bin feature mean and std over `num_samples` randomly chosen utterances.
+
+    Unreadable utterances (missing, corrupt, segment outside the file) and ones shorter than one window
+    are skipped, logged and counted in `Normalizer.num_skipped`; they never abort the run.
+
+    Args:
+        manifest_paths: JSON-lines manifests; their utterances are pooled.
+        feature_config: the features to compute.
+        num_samples: utterances to sample without replacement (seeded); None or more than available = all.
+        seed: sampling seed.
+        batch_size: utterances per compute_features call.
+
+    Returns:
+        the Normalizer.
+
+    Raises:
+        FileNotFoundError: a manifest doesn't exist.
+        ValueError: a bad manifest line, bad arguments, or no usable audio at all.
+    """
+    if num_samples is not None and num_samples < 1:
+        raise ValueError(f"`num_samples` must be >= 1 (or None for all), got {num_samples!r}")
+    if batch_size < 1:
+        raise ValueError(f"`batch_size` must be >= 1, got {batch_size!r}")
+    if not manifest_paths:
+        raise ValueError("`manifest_paths` is empty; give at least one manifest")
+    utts = read_manifests(manifest_paths)
+    if not utts:
+        raise ValueError(f"manifests {[str(p) for p in manifest_paths]} contain no utterances")
+    if num_samples is not None and num_samples < len(utts):
+        chosen = np.random.default_rng(seed).choice(len(utts), size=num_samples, replace=False)
+        utts = [utts[i] for i in chosen]
+    utts.sort(key=lambda u: u.duration)  # similar lengths per batch -> little padding; stats don't care
+
+    features_fn = tf.function(
+        lambda w, n: _batch_moments(*compute_features(w, n, feature_config)),
+        input_signature=[tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None], tf.int32)])
+    count, mean, m2 = 0, np.zeros(feature_config.dim), np.zeros(feature_config.dim)
+    used, skipped, batch = 0, 0, []
+
+    def flush():
+        nonlocal count, mean, m2
+        lengths = np.array([len(w) for w in batch], np.int32)
+        padded = np.zeros((len(batch), lengths.max()), np.float32)
+        for i, w in enumerate(batch):
+            padded[i, :len(w)] = w
+        n_b, mean_b, m2_b = (t.numpy() for t in features_fn(padded, lengths))
+        # Chan et al.'s parallel combination of (count, mean, M2): stable, unlike sum of squares.
+        total = count + n_b
+        delta = mean_b - mean
+        mean = mean + delta * (n_b / total)
+        m2 = m2 + m2_b + delta**2 * (count * n_b / total)
+        count = total
+        batch.clear()
+
+    min_samples = feature_config.window_length
+    for u in tqdm(utts, desc="mean/std", unit="utt"):
+        try:
+            wav = load_audio(u.audio_filepath, offset=u.offset, duration=u.duration or None,
+                             sample_rate=feature_config.sample_rate)
+        except Exception as e:  # noqa: BLE001 - one bad file must never kill the job
+            skipped += 1
+            logger.warning("skipping %s: %s", u.audio_filepath, e)
+            continue
+        if len(wav) < min_samples:
+            skipped += 1
+            logger.warning("skipping %s: %d samples, shorter than one %d-sample window",
+                           u.audio_filepath, len(wav), min_samples)
+            continue
+        batch.append(wav)
+        used += 1
+        if len(batch) == batch_size:
+            flush()
+    if batch:
+        flush()
+    if count == 0:
+        raise ValueError(f"no usable audio among the {len(utts)} sampled utterances "
+                         f"({skipped} skipped); check the manifests' audio paths")
+    logger.info("mean/std over %d utterances (%d frames); %d skipped", used, count, skipped)
+    return Normalizer(mean=mean.astype(np.float32), std=np.sqrt(m2 / count).astype(np.float32),
+                      feature_config=feature_config, num_utterances=used, num_frames=int(count),
+                      num_skipped=skipped)
+
+
+def _batch_moments(features: tf.Tensor, frame_lengths: tf.Tensor):
+    """(count, mean, M2) in float64 over the valid frames of a (batch, frames, dim) batch."""
+    mask = tf.sequence_mask(frame_lengths, tf.shape(features)[1], dtype=tf.float64)[..., None]
+    x = tf.cast(features, tf.float64)
+    count = tf.reduce_sum(mask)
+    mean = tf.reduce_sum(x * mask, axis=[0, 1]) / count
+    m2 = tf.reduce_sum(tf.square(x - mean) * mask, axis=[0, 1])
+    return count, mean, m2

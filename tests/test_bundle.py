@@ -1,0 +1,67 @@
+"""Model bundles: save/load round trip, consistency checks, and fine-tuning initialization."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from deepspeech2.bundle import init_from, load_bundle, save_bundle
+from deepspeech2.features import FeatureConfig
+from deepspeech2.model import TINY, build_model
+from deepspeech2.normalizer import Normalizer
+from deepspeech2.vocab import Vocabulary
+
+
+def _normalizer(config=FeatureConfig()):
+    rng = np.random.default_rng(0)
+    return Normalizer(rng.normal(size=config.dim).astype(np.float32), rng.uniform(1, 2, config.dim).astype(np.float32),
+                      config)
+
+
+def test_round_trip(tmp_path):
+    model = build_model(TINY)
+    save_bundle(tmp_path / "b", model, TINY, Vocabulary.english(), _normalizer(), {"epochs": 3})
+    bundle = load_bundle(tmp_path / "b")
+    assert bundle.model_config == TINY and bundle.feature_config == FeatureConfig()
+    assert bundle.vocab.tokens() == Vocabulary.english().tokens() and bundle.train_config == {"epochs": 3}
+    np.testing.assert_array_equal(bundle.normalizer.mean, _normalizer().mean)
+    x = np.random.default_rng(1).normal(size=(2, 50, 161)).astype(np.float32)
+    n = np.array([50, 31], np.int32)
+    np.testing.assert_allclose(bundle.model({"features": x, "feature_lengths": n})["logits"],
+                               model({"features": x, "feature_lengths": n})["logits"], atol=1e-6)
+    # Rewriting replaces the folder whole and leaves no temp folders behind.
+    save_bundle(tmp_path / "b", model, TINY, Vocabulary.english(), _normalizer(), {"epochs": 4})
+    assert load_bundle(tmp_path / "b").train_config == {"epochs": 4}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
+
+
+def test_inconsistent_bundles_are_refused(tmp_path):
+    model = build_model(TINY)
+    save_bundle(tmp_path / "b", model, TINY, Vocabulary.english(), _normalizer(), {})
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        load_bundle(tmp_path / "nowhere")
+    (tmp_path / "b" / "model_config.json").write_text(json.dumps(dataclasses.replace(TINY, vocab_size=40).to_dict()))
+    with pytest.raises(ValueError, match="vocab.txt has 29 ids but the model outputs 40"):
+        load_bundle(tmp_path / "b")
+    save_bundle(tmp_path / "c", model, TINY, Vocabulary.english(), _normalizer(), {})
+    (tmp_path / "c" / "feature_config.json").write_text(json.dumps(FeatureConfig(kind="logmel").to_dict()))
+    with pytest.raises(ValueError, match="mean_std.npz was computed for"):
+        load_bundle(tmp_path / "c")
+    (tmp_path / "c" / "vocab.txt").unlink()
+    with pytest.raises(FileNotFoundError, match=r"lacks \['vocab.txt'\]"):
+        load_bundle(tmp_path / "c")
+
+
+def test_init_model_path_copies_matching_layers(tmp_path):
+    source = build_model(TINY)
+    source.save(tmp_path / "src.keras")
+    other_vocab = build_model(dataclasses.replace(TINY, vocab_size=40))  # the output layer can't be copied
+    copied = init_from(other_vocab, str(tmp_path / "src.keras"))
+    assert copied == len([layer for layer in source.layers if layer.weights]) - 1
+    for layer in other_vocab.layers:
+        if layer.weights and layer.name != "logits":
+            for a, b in zip(layer.get_weights(), source.get_layer(layer.name).get_weights()):
+                np.testing.assert_array_equal(a, b)
+    with pytest.raises(FileNotFoundError, match="model.keras"):
+        init_from(other_vocab, str(tmp_path / "nowhere"))
