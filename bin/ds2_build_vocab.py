@@ -31,7 +31,12 @@ def main(argv):
 
 
 def run():
-    app.run(main)
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,124 @@
+"""absl's app.run for the ds2-* commands, with a --help that shows the command's own docstring and flags.
+
+absl's --help prints `sys.modules['__main__'].__doc__` and the flags of the module named by sys.argv[0]. For
+an installed console script both are the generated wrapper in .venv/bin, so --help showed neither our text
+nor one of our flags, and it exited 1. Here --help (also -? and --helpshort) prints the docstring of the
+module that defines `main`, that module's flags with their help text and defaults, and exits 0, whether the
+command runs as `ds2-x` or as `python bin/ds2_x.py`; --helpfull does the same with every flag of every module.
+A flag that doesn't parse gives `ds2-x: error: ...` and exit status 1.
+"""
+
+import os
+import sys
+import textwrap
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+ENVIRONMENT_HELP = """\
+common flags:
+  --flagfile: Read flags from a file, one per line (flagfiles may include each other).
+  --helpfull: Every flag of every module, absl's included.
+
+environment:
+  DS2_TF_LOGS=1: Show TensorFlow's start-up and C++ log lines (oneDNN, CUDA, CPU features), hidden by default.
+"""
+
+
+def command_name(module_name: str) -> str:
+    """`ds2-build-vocab` for deepspeech2_cli.ds2_build_vocab, for bin/ds2_build_vocab.py and for the wrapper."""
+    if module_name == "__main__":
+        module_name = os.path.basename(sys.argv[0]).removesuffix(".py")
+    return module_name.rsplit(".", 1)[-1].replace("_", "-")
+
+
+def _flags_key(module_name: str) -> str:
+    # absl files the flags of the script being run under sys.argv[0], those of an imported module under its name.
+    return sys.argv[0] if module_name == "__main__" else module_name
+
+
+def help_text(module, full: bool = False) -> str:
+    """The docstring of `module`, then its flags (help text, default, type), then the common flags.
+
+    With `full`, every flag of every module, grouped by module (absl's --helpfull list).
+    """
+    name = module.__name__
+    doc = textwrap.dedent(module.__doc__ or f"{command_name(name)} [flags]\n").strip("\n")
+    if full:
+        every = FLAGS.get_help().strip("\n")
+        return f"{doc}\n\nflags:\n{every}\n\n{ENVIRONMENT_HELP}"
+    key = _flags_key(name)
+    own = FLAGS.module_help(key).strip("\n")
+    # module_help starts with a line naming the module ("deepspeech2_cli.ds2_x:"); we say "flags:" instead.
+    own = own.split("\n", 1)[1] if own.startswith(f"{key}:") and "\n" in own else own
+    text = doc + "\n"
+    if own:
+        text += f"\nflags:\n{own}\n"
+    return text + "\n" + ENVIRONMENT_HELP
+
+
+def _print_help_and_exit(module, full: bool) -> None:
+    try:
+        sys.stdout.write(help_text(module, full))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `ds2-x --help | head`
+        sys.stdout = None  # nothing more to flush at exit
+    sys.exit(0)
+
+
+class _HelpFlag(app.HelpFlag):
+    """--help / -? : prints help_text(module) to stdout and exits 0."""
+
+    def __init__(self, module, name="help", short_name="?"):
+        self.NAME, self.SHORT_NAME = name, short_name
+        super().__init__()
+        self._module = module
+
+    def parse(self, arg):
+        if self._parse(arg):
+            _print_help_and_exit(self._module, full=False)
+
+
+class _HelpfullFlag(app.HelpfullFlag):
+    """--helpfull: the docstring and every flag of every module; exits 0."""
+
+    def __init__(self, module):
+        super().__init__()
+        self._module = module
+
+    def parse(self, arg):
+        if self._parse(arg):
+            _print_help_and_exit(self._module, full=True)
+
+
+def _install_help(module) -> None:
+    app.define_help_flags()  # absl's help flags (idempotent); ours replace --help, -?, --helpshort, --helpfull.
+    for name in ("help", "?", "helpshort", "helpfull"):
+        if name in FLAGS:
+            delattr(FLAGS, name)
+    for flag in (_HelpFlag(module), _HelpFlag(module, "helpshort", None), _HelpfullFlag(module)):
+        flags.DEFINE_flag(flag, module_name="absl.app")
+
+
+def _parse_flags(command: str):
+    def parse(argv):
+        try:
+            return FLAGS(argv)
+        except flags.Error as e:
+            lines = str(e).strip().splitlines() or [type(e).__name__]
+            if len(lines) == 1:
+                sys.stderr.write(f"{command}: error: {lines[0]} (see {command} --help)\n")
+            else:
+                sys.stderr.write(f"{command}: error: bad flags (see {command} --help):\n")
+                sys.stderr.writelines(f"  {line.strip()}\n" for line in lines)
+            sys.exit(1)
+
+    return parse
+
+
+def run(main) -> None:
+    """app.run(main) with the --help above. `main` is the command's main(argv), defined in its module."""
+    module = sys.modules[main.__module__]
+    _install_help(module)
+    app.run(main, flags_parser=_parse_flags(command_name(module.__name__)))

@@ -1,0 +1,201 @@
+"""The installed ds2-* commands: --help, error messages, TensorFlow's start-up noise, and the README's data stage."""
+
+import ast
+import configparser
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent  # the console scripts sit next to the interpreter running the tests
+
+# What TensorFlow prints on its own when it loads or first lists devices (C++ log prefix I0000/W0000/E0000).
+TF_NOISE = re.compile(r"[IWEF]0000 |absl::InitializeLog|oneDNN|cuda|cpu_feature_guard|rebuild TensorFlow",
+                      re.IGNORECASE)
+
+
+def _console_scripts() -> dict[str, str]:
+    """{"ds2-prepare": "deepspeech2_cli.ds2_prepare", ...} from setup.cfg's console_scripts."""
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO / "setup.cfg")
+    scripts = {}
+    for line in cfg["options.entry_points"]["console_scripts"].strip().splitlines():
+        name, target = (s.strip() for s in line.split("="))
+        scripts[name] = target.split(":")[0]
+    return scripts
+
+
+SCRIPTS = _console_scripts()
+
+
+def _source(module: str) -> ast.Module:
+    """The parsed source of a deepspeech2_cli module (the package is the bin/ folder)."""
+    package, name = module.split(".")
+    assert package == "deepspeech2_cli", module
+    return ast.parse((REPO / "bin" / f"{name}.py").read_text())
+
+
+def _own_flags(tree: ast.Module) -> list[str]:
+    """Names of the flags a module defines itself: every flags.DEFINE_*("name", ...) call in its source."""
+    names = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr.startswith("DEFINE_") and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "flags" and node.args and isinstance(node.args[0], ast.Constant)):
+            names.append(node.args[0].value)
+    return names
+
+
+def _env(**extra) -> dict:
+    """The user's environment: no TF_CPP_MIN_LOG_LEVEL (conftest sets one) and no DS2_TF_LOGS, unless given."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "DS2_TF_LOGS")}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def _run(argv, cwd=None, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, env=_env(**env), cwd=cwd, timeout=600)
+
+
+def _script(name: str) -> Path:
+    path = VENV_BIN / name
+    assert path.is_file(), f"{name} is not installed in {VENV_BIN}; run `make deps`"
+    return path
+
+
+def _noise(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if TF_NOISE.search(line)]
+
+
+def test_console_scripts_are_listed():
+    assert set(SCRIPTS) >= {"ds2-prepare", "ds2-build-vocab", "ds2-make-shards", "ds2-compute-stats", "ds2-train"}
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def test_help_shows_docstring_and_own_flags(name):
+    tree = _source(SCRIPTS[name])
+    first_line = ast.get_docstring(tree).splitlines()[0]
+    own = _own_flags(tree)
+    assert own, f"found no flags.DEFINE_* calls in {SCRIPTS[name]}"
+
+    out = _run([_script(name), "--help"])
+    assert out.returncode == 0, out.stderr
+    assert first_line in out.stdout
+    for flag in own:
+        assert re.search(rf"^\s+--(\[no\])?{flag}: ", out.stdout, re.MULTILINE), f"--{flag} missing:\n{out.stdout}"
+    assert "(default: " in out.stdout
+    assert "DS2_TF_LOGS" in out.stdout
+    assert "Try --helpfull" not in out.stdout  # absl's own short help, which showed none of this
+    assert not _noise(out.stderr), out.stderr
+
+
+def test_prepare_help_lists_every_command():
+    tree = _source(SCRIPTS["ds2-prepare"])
+    commands = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in node.targets))
+    out = _run([_script("ds2-prepare"), "--help"])
+    assert out.returncode == 0, out.stderr
+    for command in commands:  # a line each: the command name, then what it does
+        assert re.search(rf"^  {command}\s+\w", out.stdout, re.MULTILINE), f"{command} not listed:\n{out.stdout}"
+
+
+def test_helpfull_and_script_mode():
+    full = _run([_script("ds2-build-vocab"), "--helpfull"])
+    assert full.returncode == 0, full.stderr
+    assert full.stdout.startswith("Build the character vocabulary") and "only_check_args" in full.stdout
+
+    short = _run([_script("ds2-build-vocab"), "--help"])
+    as_script = _run([sys.executable, str(REPO / "bin" / "ds2_build_vocab.py"), "--help"])
+    assert as_script.returncode == 0, as_script.stderr
+    assert as_script.stdout == short.stdout
+
+
+def test_runtime_error_is_one_line(tmp_path):
+    out = _run([_script("ds2-build-vocab"), "--manifest_paths", str(tmp_path / "nonexistent.jsonl"),
+                "--out", str(tmp_path / "vocab.txt")])
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines() == [
+        f"ds2-build-vocab: error: manifest `{tmp_path / 'nonexistent.jsonl'}` does not exist"]
+    assert not (tmp_path / "vocab.txt").exists()
+
+
+def test_bad_flag_is_one_line_without_tf_noise(tmp_path):
+    # ds2-compute-stats imports TensorFlow before it parses flags.
+    out = _run([_script("ds2-compute-stats"), "--num_samples", "many", "--out", str(tmp_path / "x.npz")])
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ds2-compute-stats: error: flag --num_samples=many"), out.stderr
+    assert "see ds2-compute-stats --help" in lines[0]
+
+
+def test_tf_logs_come_back_with_ds2_tf_logs():
+    quiet = _run([_script("ds2-compute-stats"), "--help"])
+    loud = _run([_script("ds2-compute-stats"), "--help"], DS2_TF_LOGS="1")
+    assert quiet.returncode == loud.returncode == 0
+    assert not _noise(quiet.stderr), quiet.stderr
+    assert _noise(loud.stderr), loud.stderr
+    assert loud.stdout == quiet.stdout
+
+
+def test_failed_tensorflow_import_is_still_shown(tmp_path):
+    # A broken `tensorflow` that prints and raises: the quiet import must put stderr back and show the error.
+    (tmp_path / "tensorflow").mkdir()
+    (tmp_path / "tensorflow" / "__init__.py").write_text(
+        "import os\nos.write(2, b'C++ noise\\n')\nraise ImportError('libtensorflow_framework.so.2: cannot open')\n")
+    code = "import deepspeech2_cli, sys\nprint('before', file=sys.stderr, flush=True)\nimport tensorflow\n"
+    out = _run([sys.executable, "-c", code], PYTHONPATH=str(tmp_path))
+    assert out.returncode == 1
+    assert out.stderr.startswith("before\n")
+    assert "C++ noise" not in out.stderr
+    assert "ImportError: libtensorflow_framework.so.2: cannot open" in out.stderr
+    # Asked for: nothing is hidden.
+    loud = _run([sys.executable, "-c", code], PYTHONPATH=str(tmp_path), DS2_TF_LOGS="1")
+    assert "C++ noise" in loud.stderr and "ImportError" in loud.stderr
+
+
+def _readme_data_stage() -> list[list[str]]:
+    """The commands of the ```bash block under "What `make demo` does today" in README.md."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index("## What `make demo` does today"):]
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
+    return [argv for line in block.splitlines() if (argv := shlex.split(line, comments=True))]
+
+
+def _outputs(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--out", "--write_clean")]
+
+
+@pytest.mark.slow
+def test_readme_data_stage(tmp_path):
+    """README's data stage, as written but with `--hours 0.02`, in a fresh folder with .venv/bin on PATH."""
+    commands = _readme_data_stage()
+    assert len(commands) >= 6 and all(argv[0].startswith("ds2-") for argv in commands), commands
+    for argv in commands:
+        if argv[:2] == ["ds2-prepare", "tiny"]:
+            argv[argv.index("--hours") + 1] = "0.02"
+        exe = shutil.which(argv[0], path=_env()["PATH"])
+        assert exe and Path(exe).parent == VENV_BIN, f"{argv[0]} is not installed in {VENV_BIN}"
+        out = _run([exe, *argv[1:]], cwd=tmp_path)
+        shown = shlex.join(argv)
+        assert out.returncode == 0, f"`{shown}` exited {out.returncode}:\n{out.stdout}\n{out.stderr[-3000:]}"
+        assert not _noise(out.stderr), f"`{shown}` printed TensorFlow noise:\n{_noise(out.stderr)}"
+        for path in map(tmp_path.joinpath, _outputs(argv)):
+            assert path.exists() and (any(path.iterdir()) if path.is_dir() else path.stat().st_size > 0), \
+                f"`{shown}` did not write {path}"
+
+    tiny = tmp_path / "data" / "tiny"
+    for split in ("train", "dev", "test"):
+        assert (tiny / f"{split}.jsonl").read_text().strip(), split
+    index = tiny / "shards" / "train" / "index.json"
+    assert index.is_file() and list(index.parent.glob("*.tfrecord"))
+    assert (tiny / "noise" / "noise.jsonl").is_file() and (tiny / "noise" / "rir.jsonl").is_file()
+    with np.load(tiny / "mean_std.npz") as stats:
+        assert stats["mean"].shape == stats["std"].shape and stats["mean"].size > 0
