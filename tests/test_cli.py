@@ -4,13 +4,10 @@ import ast
 import configparser
 import os
 import re
-import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -159,43 +156,3 @@ def test_failed_tensorflow_import_is_still_shown(tmp_path):
     # Asked for: nothing is hidden.
     loud = _run([sys.executable, "-c", code], PYTHONPATH=str(tmp_path), DS2_TF_LOGS="1")
     assert "C++ noise" in loud.stderr and "ImportError" in loud.stderr
-
-
-def _readme_data_stage() -> list[list[str]]:
-    """The commands of the ```bash block under "What `make demo` does today" in README.md."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("## What `make demo` does today"):]
-    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL).group(1)
-    return [argv for line in block.splitlines() if (argv := shlex.split(line, comments=True))]
-
-
-def _outputs(argv: list[str]) -> list[str]:
-    return [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("--out", "--write_clean")]
-
-
-@pytest.mark.slow
-def test_readme_data_stage(tmp_path):
-    """README's data stage, as written but with `--hours 0.02`, in a fresh folder with .venv/bin on PATH."""
-    commands = _readme_data_stage()
-    assert len(commands) >= 6 and all(argv[0].startswith("ds2-") for argv in commands), commands
-    for argv in commands:
-        if argv[:2] == ["ds2-prepare", "tiny"]:
-            argv[argv.index("--hours") + 1] = "0.02"
-        exe = shutil.which(argv[0], path=_env()["PATH"])
-        assert exe and Path(exe).parent == VENV_BIN, f"{argv[0]} is not installed in {VENV_BIN}"
-        out = _run([exe, *argv[1:]], cwd=tmp_path)
-        shown = shlex.join(argv)
-        assert out.returncode == 0, f"`{shown}` exited {out.returncode}:\n{out.stdout}\n{out.stderr[-3000:]}"
-        assert not _noise(out.stderr), f"`{shown}` printed TensorFlow noise:\n{_noise(out.stderr)}"
-        for path in map(tmp_path.joinpath, _outputs(argv)):
-            assert path.exists() and (any(path.iterdir()) if path.is_dir() else path.stat().st_size > 0), \
-                f"`{shown}` did not write {path}"
-
-    tiny = tmp_path / "data" / "tiny"
-    for split in ("train", "dev", "test"):
-        assert (tiny / f"{split}.jsonl").read_text().strip(), split
-    index = tiny / "shards" / "train" / "index.json"
-    assert index.is_file() and list(index.parent.glob("*.tfrecord"))
-    assert (tiny / "noise" / "noise.jsonl").is_file() and (tiny / "noise" / "rir.jsonl").is_file()
-    with np.load(tiny / "mean_std.npz") as stats:
-        assert stats["mean"].shape == stats["std"].shape and stats["mean"].size > 0

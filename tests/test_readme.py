@@ -1,0 +1,51 @@
+"""The README's first-run commands, run as written (at tiny size) in a fresh folder."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SECTION = "## Your first run, step by step"
+# Tiny size: the README's commands unchanged except how much they do.
+TINY = {"--hours 1": "--hours 0.03", "--epochs 8": "--epochs 1 --model tiny --batch_size 4"}
+
+
+def readme_blocks(section: str = SECTION) -> list[str]:
+    """The ```bash blocks of one README section, in order."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index(section)
+    end = text.find("\n## ", start + len(section))
+    return re.findall(r"```bash\n(.*?)```", text[start:end if end > 0 else None], flags=re.S)
+
+
+def test_first_run_section_has_its_blocks():
+    blocks = readme_blocks()
+    assert len(blocks) == 3 and "source .venv/bin/activate" in blocks[0] and "ds2-train" in blocks[2]
+    script = "\n".join(blocks)
+    for old in TINY:
+        assert old in script, f"the README no longer says `{old}`: update TINY"
+
+
+@pytest.mark.slow
+def test_first_run_commands_run_as_written(tmp_path):
+    script = "\n".join(readme_blocks())
+    for old, new in TINY.items():
+        script = script.replace(old, new)
+    (tmp_path / ".venv").symlink_to(Path(sys.executable).parents[1])  # `source .venv/bin/activate`
+    (tmp_path / "examples").symlink_to(REPO / "examples")  # the flagfiles' relative paths
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV",)}
+    env["PATH"] = "/usr/local/bin:/usr/bin:/bin"  # the commands come from the activated venv, not from ours
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    tiny = tmp_path / "data" / "tiny"
+    for split in ("train", "dev", "test"):
+        assert (tiny / f"{split}.clean.jsonl").read_text().strip()
+        assert (tiny / "shards" / split / "index.json").is_file()
+    assert (tiny / "mean_std.npz").is_file() and (tiny / "noise" / "rir.jsonl").is_file()
+    assert (tmp_path / "runs" / "tiny" / "model" / "model.keras").is_file()
+    assert "dev WER" in out.stdout
