@@ -1,0 +1,84 @@
+r"""Tune the beam search's LM weight alpha and word bonus beta by a grid search on a dev set.
+
+    ds2-tune --model_dir runs/tiny/model --manifest data/tiny/dev.jsonl --lm data/tiny/lm/tiny3.bin \
+        --alpha_from 0 --alpha_to 2.5 --num_alphas 11 --beta_from 0 --beta_to 5 --num_betas 6
+
+The model's log-probabilities are computed once and every (alpha, beta) decodes them, the points in
+parallel. Prints the error at each point and the best pair; writes them to --out_json and draws the error
+surface to --out_png. A coarse first pass: --num_batches 4 tunes on a random 4 x --batch_size utterances;
+then narrow the ranges and tune on the whole set (--num_batches 0).
+"""
+
+import sys
+
+from absl import app, flags
+
+from deepspeech2.decode import DecoderConfig
+from deepspeech2.decode.beam import check_lm_files
+from deepspeech2.decode.tune import TuneConfig, plot_error_surface, save_result, tune
+
+D, T = DecoderConfig, TuneConfig
+flags.DEFINE_string("model_dir", None, "Model bundle folder (a ds2-train workdir's model/).")
+flags.DEFINE_string("manifest", None, "Dev manifest (JSON lines) to tune on.")
+flags.DEFINE_string("lm", None, "KenLM model (.arpa or binary; a binary needs its .unigrams.txt beside it).")
+flags.DEFINE_string("unigrams", None, "The LM's word list, if not <lm stem>.unigrams.txt.")
+flags.DEFINE_float("alpha_from", T.alpha_from, "Smallest alpha (LM weight).")
+flags.DEFINE_float("alpha_to", T.alpha_to, "Largest alpha.")
+flags.DEFINE_integer("num_alphas", T.num_alphas, "Alphas on the grid.")
+flags.DEFINE_float("beta_from", T.beta_from, "Smallest beta (word insertion bonus).")
+flags.DEFINE_float("beta_to", T.beta_to, "Largest beta.")
+flags.DEFINE_integer("num_betas", T.num_betas, "Betas on the grid.")
+flags.DEFINE_enum("error_rate_type", "wer", ["wer", "cer"], "wer (English) or cer (Mandarin).")
+flags.DEFINE_integer("beam_size", D.beam_size, "Beam size.")
+flags.DEFINE_float("cutoff_prob", D.cutoff_prob, "DS2 pruning: cumulative probability per frame (1: off).")
+flags.DEFINE_integer("cutoff_top_n", D.cutoff_top_n, "DS2 pruning: at most this many tokens per frame.")
+flags.DEFINE_float("token_min_logp", D.token_min_logp, "Skip tokens below this log-probability.")
+flags.DEFINE_float("beam_prune_logp", D.beam_prune_logp, "Drop beams this far below the best one.")
+flags.DEFINE_integer("num_batches", 0, "Tune on a random num_batches x batch_size utterances; 0: all.")
+flags.DEFINE_integer("batch_size", 16, "Utterances per acoustic model call.")
+flags.DEFINE_integer("num_workers", 0, "Grid points decoded at once; 0: one per CPU core.")
+flags.DEFINE_integer("seed", 0, "Seed of the --num_batches sample.")
+flags.DEFINE_string("out_json", "tune.json", "Where to write every point's error and the best pair.")
+flags.DEFINE_string("out_png", "tune.png", "Where to draw the error surface.")
+flags.mark_flags_as_required(["model_dir", "manifest", "lm"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    del argv
+    try:
+        grid = TuneConfig(FLAGS.alpha_from, FLAGS.alpha_to, FLAGS.num_alphas, FLAGS.beta_from, FLAGS.beta_to,
+                          FLAGS.num_betas, FLAGS.error_rate_type, FLAGS.num_workers)
+        decoder = DecoderConfig(beam_size=FLAGS.beam_size, cutoff_prob=FLAGS.cutoff_prob,
+                                cutoff_top_n=FLAGS.cutoff_top_n, token_min_logp=FLAGS.token_min_logp,
+                                beam_prune_logp=FLAGS.beam_prune_logp, lm_path=FLAGS.lm, unigrams_path=FLAGS.unigrams)
+        check_lm_files(decoder)
+        from deepspeech2.inference import manifest_log_probs  # TensorFlow loads here, after the flags are checked
+
+        dev = manifest_log_probs(FLAGS.model_dir, FLAGS.manifest, FLAGS.num_batches * FLAGS.batch_size,
+                                 FLAGS.batch_size, FLAGS.seed)
+        result = tune(dev.log_probs, dev.references, dev.vocab, grid, decoder, on_point=_print_point)
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"ds2-tune: error: {e}")
+    save_result(result, FLAGS.out_json)
+    plot_error_surface(result, FLAGS.out_png)
+    print(f"best: alpha {result.best_alpha:.4g} beta {result.best_beta:.4g} {grid.metric.upper()} "
+          f"{100 * result.best_error:.2f}% on {result.num_utterances} utterances; wrote {FLAGS.out_json}, "
+          f"{FLAGS.out_png}")
+
+
+def _print_point(alpha, beta, error):
+    print(f"alpha {alpha:.4g} beta {beta:.4g}: {FLAGS.error_rate_type.upper()} {100 * error:.2f}%", flush=True)
+
+
+def run():
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,16 @@
+"""Decoding CTC outputs to text: best path, and beam search with a KenLM n-gram LM (DS2 §3.8, §7.3).
+
+Decoding takes log-probabilities and output lengths only: it never imports the model, the input pipeline
+or the trainer.
+
+    greedy.py  `greedy_decode`: best path, vectorised over the batch
+    beam.py    `DecoderConfig`, `Decoder` (greedy or pyctcdecode beam search, with or without an LM, a
+               persistent worker pool), `prune_log_probs` (DS2 §7.3)
+    lm.py      `LMConfig`, `build_lm`: text -> normalized corpus -> lmplz -> build_binary -> unigram list
+    tune.py    `TuneConfig`, `tune`, `plot_error_surface`: the alpha x beta grid search
+"""
+
+from deepspeech2.decode.beam import CUTOFF_PROB, CUTOFF_TOP_N, Decoder, DecoderConfig, prune_log_probs
+from deepspeech2.decode.greedy import greedy_decode
+
+__all__ = ["CUTOFF_PROB", "CUTOFF_TOP_N", "Decoder", "DecoderConfig", "greedy_decode", "prune_log_probs"]

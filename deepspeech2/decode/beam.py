@@ -1,0 +1,438 @@
+"""CTC prefix beam search with an optional KenLM n-gram LM (pyctcdecode), and DS2's pruning heuristic.
+
+A hypothesis y is scored as in DS2 §3.8 eq. 12:
+
+    Q(y) = log p_ctc(y | x) + alpha * log p_lm(y) + beta * word_count(y)
+
+with natural logarithms (pyctcdecode converts KenLM's log10). Partial words are checked against the LM's
+unigram list: a prefix that starts no known word gets pyctcdecode's `unk_score_offset` (-10) right away,
+which is what keeps misspelled prefixes out of the beam. A binary KenLM file doesn't list its words, so
+the unigram list ships beside it (`<name>.unigrams.txt`, written by `ds2-build-lm`) and is loaded here;
+for an ARPA file pyctcdecode reads them from the file itself.
+
+Pruning, in the order applied to each utterance's log-probabilities before the search:
+    1. DS2 §7.3: per frame, keep only the fewest tokens whose cumulative probability reaches `cutoff_prob`
+       (0.99), at most `cutoff_top_n` (40) of them (`prune_log_probs`); off when `cutoff_prob` is 1.
+    2. A floor: a token under `token_min_logp` is dropped unless it is the frame's best (pyctcdecode's
+       rule; its default is -5, ours -3.5, i.e. p < 0.03, which bench/decode.py found to halve the search
+       at beam 100 at no cost in WER; with 29 characters DS2's 0.99/40 alone barely prunes more than -5).
+    3. Runs of frames where one and the same token is the only candidate collapse to their first frame.
+       This is exact, not a further approximation: after such a frame every beam ends in that token, so
+       the next identical frame only adds the same constant to every beam's score.
+Steps 1 and 2 set the dropped tokens to -inf, and the search is then told to skip exactly those (its
+`token_min_logp` is set just above the floor pyctcdecode clips log-probabilities to), so the candidate
+set of every frame is decided here, in one place. Between beams, pyctcdecode drops any beam more than
+`beam_prune_logp` below the best one, keeps the best `beam_size`, and of beams the n-gram LM can no
+longer tell apart (same last n-1 words and partial word) keeps only the best.
+
+Languages. A vocabulary with a space (English) decodes words: the LM is a word n-gram. A vocabulary
+without one (Mandarin, DS2 §6.2) uses a character LM: every character is a "word" to the LM. The labels
+handed to pyctcdecode then start each character with its word-boundary mark "▁" (its BPE mode), so the LM
+scores each character as it is completed; the LM's corpus is written one character per token (`ds2-build-lm
+--language zh`), and the spaces pyctcdecode puts between words are removed from the output.
+
+Workers. `Decoder` forks a persistent pool of `num_workers` processes on its first batch, after the LM is
+loaded: the workers inherit the parent's KenLM model, so the LM is loaded once, not per call or per
+worker (a binary model is memory-mapped, so its pages are shared too). They run only numpy and KenLM,
+never TensorFlow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import multiprocessing
+import os
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from deepspeech2.decode.greedy import check_log_probs, greedy_decode
+from deepspeech2.vocab import Vocabulary
+
+KINDS = ("greedy", "beam")
+CUTOFF_PROB = 0.99  # DS2 §7.3: "the fewest characters whose cumulative probability is at least p = 0.99"
+CUTOFF_TOP_N = 40  # DS2 §7.3: "... and at most 40 characters"
+# pyctcdecode clips log-probabilities to log(1e-15) ~ -34.5 (its MIN_TOKEN_CLIP_P); a dropped token (-inf)
+# lands there. The search skips tokens under SKIP_LOGP, which is above that floor and below any token we keep.
+SKIP_LOGP = math.log(1e-15) + 1.0
+MIN_TOKEN_LOGP = -30.0  # the lowest `token_min_logp` that stays clear of SKIP_LOGP
+WORD_BOUNDARY = "▁"  # pyctcdecode's BPE word-start mark, used for character LMs
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """How CTC outputs become text. The defaults are the ones bench/decode.py measured (see README)."""
+
+    kind: str = "beam"  # "greedy" (best path) or "beam" (prefix beam search; with an LM when `lm_path` is set)
+    beam_size: int = 100  # hypotheses kept per frame (DS2 uses 500 for English, 200 for Mandarin)
+    alpha: float = 0.5  # LM weight (DS2 §3.8 eq. 12); tune it with ds2-tune
+    beta: float = 2.0  # word insertion bonus per word (DS2 §3.8 eq. 12); tune it with ds2-tune
+    cutoff_prob: float = CUTOFF_PROB  # DS2 §7.3 per-frame cumulative-probability pruning; 1.0 turns it off
+    cutoff_top_n: int = CUTOFF_TOP_N  # DS2 §7.3: at most this many tokens per frame (when cutoff_prob < 1)
+    token_min_logp: float = -3.5  # skip tokens below it (except the frame's best); pyctcdecode's own default is -5
+    beam_prune_logp: float = -10.0  # pyctcdecode: drop beams this far (nats) below the best one
+    lm_path: str | None = None  # KenLM model, ARPA (.arpa) or binary; None: no LM
+    unigrams_path: str | None = None  # the LM's word list; None: `<lm stem>.unigrams.txt` (needed for binary LMs)
+    unk_score_offset: float = -10.0  # pyctcdecode: added for a word (or word prefix) the LM doesn't know
+    num_workers: int = 0  # decoding processes for a batch; 0: one per CPU core; 1: in this process
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"`kind` must be one of {KINDS}, got {self.kind!r}")
+        if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) or self.beam_size < 1:
+            raise ValueError(f"`beam_size` must be a positive int, got {self.beam_size!r}")
+        if not self.alpha >= 0:
+            raise ValueError(f"`alpha` (the LM weight) must be >= 0, got {self.alpha!r}")
+        if not math.isfinite(self.beta):
+            raise ValueError(f"`beta` must be finite, got {self.beta!r}")
+        if not 0 < self.cutoff_prob <= 1:
+            raise ValueError(f"`cutoff_prob` must be in (0, 1] (1 turns DS2's pruning off), got {self.cutoff_prob!r}")
+        if isinstance(self.cutoff_top_n, bool) or not isinstance(self.cutoff_top_n, int) or self.cutoff_top_n < 1:
+            raise ValueError(f"`cutoff_top_n` must be a positive int, got {self.cutoff_top_n!r}")
+        if not MIN_TOKEN_LOGP <= self.token_min_logp <= 0:
+            raise ValueError(f"`token_min_logp` must be in [{MIN_TOKEN_LOGP}, 0] (a log-probability; pyctcdecode "
+                             f"clips at log(1e-15)), got {self.token_min_logp!r}")
+        if not self.beam_prune_logp < 0:
+            raise ValueError(f"`beam_prune_logp` must be < 0 (nats below the best beam), got {self.beam_prune_logp!r}")
+        if not self.unk_score_offset <= 0:
+            raise ValueError(f"`unk_score_offset` must be <= 0, got {self.unk_score_offset!r}")
+        if self.kind == "greedy" and self.lm_path:
+            raise ValueError(f"`lm_path` ({self.lm_path}) needs kind='beam'; greedy decoding uses no LM")
+        if self.unigrams_path and not self.lm_path:
+            raise ValueError(f"`unigrams_path` ({self.unigrams_path}) is given without `lm_path`")
+        if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
+            raise ValueError(f"`num_workers` must be an int >= 0 (0: one per CPU core), got {self.num_workers!r}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DecoderConfig":
+        """Inverse of `to_dict`. Raises ValueError on a key that is not a field."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown DecoderConfig key(s) {unknown}; valid keys are {sorted(names)}")
+        return cls(**d)
+
+
+def unigrams_path_for(lm_path: str | os.PathLike) -> Path:
+    """Where `ds2-build-lm` puts an LM's word list: `lm.bin` / `lm.arpa` -> `lm.unigrams.txt`."""
+    lm_path = Path(lm_path)
+    return lm_path.with_name(f"{lm_path.stem}.unigrams.txt")
+
+
+def load_unigrams(path: str | os.PathLike) -> list[str]:
+    """Read a word list (one word per line; blank lines ignored).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file lists no word.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"unigram list `{path}` does not exist")
+    words = [w for w in path.read_text(encoding="utf-8").split("\n") if w.strip()]
+    if not words:
+        raise ValueError(f"unigram list `{path}` is empty")
+    return words
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    """Log-softmax over the last axis, float32; idempotent on log-probabilities."""
+    x = np.asarray(x, dtype=np.float32)
+    top = np.max(x, axis=-1, keepdims=True)
+    top[~np.isfinite(top)] = 0
+    shifted = x - top
+    with np.errstate(divide="ignore"):
+        return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+
+
+def prune_log_probs(log_probs, cutoff_prob: float = CUTOFF_PROB, cutoff_top_n: int = CUTOFF_TOP_N) -> np.ndarray:
+    """DS2 §7.3 pruning: per frame, keep the fewest tokens whose cumulative probability reaches `cutoff_prob`,
+    but at most `cutoff_top_n`; the others become -inf.
+
+    Tokens are taken from the most probable down (ties: the lower id first), so the kept set always holds
+    the frame's best token. As in the PaddlePaddle DS2 decoder, `cutoff_prob` = 1 turns the pruning off,
+    `cutoff_top_n` included.
+
+    Args:
+        log_probs: `(..., vocab_size)` log-probabilities, e.g. `(time, vocab_size)` for one utterance.
+        cutoff_prob: the cumulative probability to reach, in (0, 1].
+        cutoff_top_n: the most tokens kept per frame, >= 1.
+
+    Returns:
+        float32 array of `log_probs`' shape: the kept entries unchanged, the pruned ones -inf.
+
+    Raises:
+        ValueError: `cutoff_prob` or `cutoff_top_n` out of range.
+
+    >>> np.isfinite(prune_log_probs(np.log([[0.3, 0.6, 0.02, 0.08]]), 0.95, 40))  # 0.6+0.3 < 0.95 <= 0.6+0.3+0.08
+    array([[ True,  True, False,  True]])
+    """
+    if not 0 < cutoff_prob <= 1:
+        raise ValueError(f"`cutoff_prob` must be in (0, 1], got {cutoff_prob!r}")
+    if isinstance(cutoff_top_n, bool) or not isinstance(cutoff_top_n, int) or cutoff_top_n < 1:
+        raise ValueError(f"`cutoff_top_n` must be a positive int, got {cutoff_top_n!r}")
+    log_probs = np.asarray(log_probs, dtype=np.float32)
+    if cutoff_prob >= 1:
+        return log_probs.copy()
+    order = np.argsort(-log_probs, axis=-1, kind="stable")  # most probable first
+    sorted_probs = np.exp(np.take_along_axis(log_probs, order, axis=-1).astype(np.float64))
+    # Token k (0-based, in that order) is kept when the k tokens before it haven't reached cutoff_prob yet.
+    before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
+    keep_sorted = (before < cutoff_prob) & (np.arange(log_probs.shape[-1]) < cutoff_top_n)
+    keep = np.empty_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    return np.where(keep, log_probs, -np.inf).astype(np.float32)
+
+
+def candidate_log_probs(log_probs: np.ndarray, config: DecoderConfig, collapse: bool = True) -> np.ndarray:
+    """One utterance's log-probabilities as the beam search sees them: pruning steps 1-3 of the module doc.
+
+    Both thresholds apply to the model's probabilities (not renormalized after step 1).
+
+    Args:
+        log_probs: `(time, vocab_size)` log-probabilities (or logits) of one utterance, valid steps only.
+        config: the pruning settings (`cutoff_prob`, `cutoff_top_n`, `token_min_logp`).
+        collapse: do step 3 (off only to check that it changes nothing).
+
+    Returns:
+        `(frames, vocab_size)` float32, frames <= time: dropped tokens -inf, repeated single-candidate frames
+        removed. Frame indices no longer match the input's.
+    """
+    lp = log_softmax(log_probs)
+    if lp.shape[0] == 0:
+        return lp
+    if config.cutoff_prob < 1:
+        lp = prune_log_probs(lp, config.cutoff_prob, config.cutoff_top_n)
+    best = np.argmax(lp, axis=-1)  # (T,)
+    floor = lp < config.token_min_logp
+    floor[np.arange(len(best)), best] = False  # pyctcdecode always tries the frame's best token
+    lp = np.where(floor, -np.inf, lp).astype(np.float32)
+    if not collapse:
+        return lp
+    single = np.isfinite(lp).sum(axis=-1) == 1
+    repeat = np.zeros_like(single)
+    repeat[1:] = single[1:] & single[:-1] & (best[1:] == best[:-1])
+    return lp[~repeat]
+
+
+def pyctcdecode_labels(vocab: Vocabulary) -> list[str]:
+    """The vocabulary's ids as pyctcdecode labels: blank "", space " "; without a space (a character
+    language), every character starts a word ("▁字"), so a character LM scores each character."""
+    if " " in vocab.chars:
+        return vocab.tokens()
+    return [""] + [WORD_BOUNDARY + c for c in vocab.chars]
+
+
+class BeamSearch:
+    """The beam search of one config: what a pool worker holds (inherited through fork, never pickled)."""
+
+    def __init__(self, config: DecoderConfig, vocab: Vocabulary):
+        import pyctcdecode  # here, not at import time: greedy decoding and the LM builder don't need it
+
+        self.config = config
+        self.char_level = " " not in vocab.chars
+        lm_path, unigrams = check_lm_files(config), None
+        if lm_path is not None:
+            words = Path(config.unigrams_path) if config.unigrams_path else unigrams_path_for(lm_path)
+            unigrams = load_unigrams(words) if words.is_file() else None  # None: pyctcdecode reads the ARPA's
+        # pyctcdecode warns about small word lists (< 1000 words: our test LMs) and about the BPE-style
+        # labels of character LMs, which have no UNK token; neither is a problem here.
+        with _quiet("pyctcdecode"):
+            self.ctc = pyctcdecode.build_ctcdecoder(
+                pyctcdecode_labels(vocab), kenlm_model_path=None if lm_path is None else str(lm_path),
+                unigrams=unigrams, alpha=float(config.alpha), beta=float(config.beta),
+                unk_score_offset=float(config.unk_score_offset))
+
+    def set_weights(self, alpha: float, beta: float) -> None:
+        """Change alpha and beta in place (in this process only; for ds2-tune's workers)."""
+        self.ctc.reset_params(alpha=float(alpha), beta=float(beta))
+
+    def __call__(self, log_probs: np.ndarray) -> str:
+        return self.decode_candidates(candidate_log_probs(log_probs, self.config))
+
+    def decode_candidates(self, candidates: np.ndarray) -> str:
+        """Search `candidate_log_probs`' output (prepared once, e.g. for every point of ds2-tune's grid)."""
+        if candidates.shape[0] == 0:
+            return ""
+        text = self.ctc.decode(candidates, beam_width=self.config.beam_size,
+                               beam_prune_logp=self.config.beam_prune_logp, token_min_logp=SKIP_LOGP)
+        return text.replace(" ", "") if self.char_level else text
+
+
+def check_lm_files(config: DecoderConfig) -> Path | None:
+    """The LM path of `config` (None without one), after checking that it and its unigram list exist.
+
+    Raises:
+        FileNotFoundError: the LM is missing, or a binary LM's unigram list is.
+    """
+    if not config.lm_path:
+        return None
+    lm_path = Path(config.lm_path)
+    if not lm_path.is_file():
+        raise FileNotFoundError(f"`lm_path` {lm_path} does not exist; build one with ds2-build-lm")
+    if config.unigrams_path:
+        if not Path(config.unigrams_path).is_file():
+            raise FileNotFoundError(f"`unigrams_path` {config.unigrams_path} does not exist")
+    elif not unigrams_path_for(lm_path).is_file() and lm_path.suffix != ".arpa":  # an ARPA file lists its words
+        raise FileNotFoundError(
+            f"the binary LM `{lm_path}` needs its unigram list (`{unigrams_path_for(lm_path)}`, written by "
+            "ds2-build-lm next to the binary) or `unigrams_path`: without it pyctcdecode can't score partial "
+            "words and accuracy drops")
+    return lm_path
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str):
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+_worker_search: BeamSearch | None = None  # set in each pool worker by _init_worker
+
+
+def _init_worker(search: BeamSearch) -> None:
+    global _worker_search
+    _worker_search = search
+
+
+def _decode_in_worker(log_probs: np.ndarray) -> str:
+    return _worker_search(log_probs)
+
+
+def cpu_count() -> int:
+    """CPU cores this process may run on (the affinity mask, e.g. under `taskset`)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+class Decoder:
+    """CTC outputs -> text, for one `DecoderConfig` and vocabulary. Build it once and reuse it.
+
+    The LM and its unigrams are loaded once, in the constructor. With `num_workers` > 1, the first batch
+    of more than one utterance forks a persistent worker pool that inherits the loaded LM and is reused by
+    every later call; `close()` (or leaving a `with` block, or the end of the process) stops it.
+
+    >>> decoder = Decoder(DecoderConfig(kind="greedy"), Vocabulary.english())
+    >>> decoder.decode_batch(np.eye(29)[[[10, 10, 0, 11]]], [4])  # h h blank i
+    ['hi']
+    """
+
+    def __init__(self, config: DecoderConfig, vocab: Vocabulary):
+        """
+        Args:
+            config: the decoding settings.
+            vocab: the model's output vocabulary (id 0 = blank).
+
+        Raises:
+            FileNotFoundError: the LM, or a binary LM's unigram list, is missing.
+            ValueError: the unigram list is empty.
+        """
+        self.config = config
+        self.vocab = vocab
+        self.search = BeamSearch(config, vocab) if config.kind == "beam" else None
+        self._pool = None
+        self._finalizer = None
+
+    @property
+    def num_workers(self) -> int:
+        return self.config.num_workers or cpu_count()
+
+    def decode_batch(self, log_probs, lengths) -> list[str]:
+        """Decode a padded batch.
+
+        Args:
+            log_probs: `(batch, time, vocab_size)` log-probabilities (logits work too: each frame is
+                log-softmax normalized first).
+            lengths: `(batch,)` valid steps per utterance (the model's `output_lengths`).
+
+        Returns:
+            One transcript per utterance, words separated by single spaces (no spaces for a character
+            language).
+
+        Raises:
+            ValueError: the shapes don't fit each other or the vocabulary, or a length is out of range.
+        """
+        log_probs, lengths = check_log_probs(log_probs, lengths)
+        self._check_vocab_size(log_probs.shape[-1])
+        if self.search is None:
+            return [self._join(self.vocab.decode(ids)) for ids in greedy_decode(log_probs, lengths)]
+        return self.decode_utterances([lp[:n] for lp, n in zip(log_probs, lengths)])
+
+    def decode_utterances(self, log_probs: Sequence[np.ndarray]) -> list[str]:
+        """Decode utterances of different lengths.
+
+        Args:
+            log_probs: one `(time_i, vocab_size)` array per utterance, valid steps only.
+
+        Returns:
+            One transcript per utterance.
+
+        Raises:
+            ValueError: an array isn't `(time, vocab_size)`.
+        """
+        log_probs = [np.asarray(lp) for lp in log_probs]
+        for lp in log_probs:
+            if lp.ndim != 2:
+                raise ValueError(f"each of `log_probs` must be (time, vocab_size), got shape {lp.shape}")
+            self._check_vocab_size(lp.shape[-1])
+        if self.search is None:
+            return [self._join(self.vocab.decode(ids[0]))
+                    for ids in (greedy_decode(lp[None], [len(lp)]) for lp in log_probs)]
+        if self.num_workers <= 1 or len(log_probs) <= 1:
+            return [self.search(lp) for lp in log_probs]
+        pool = self._get_pool()
+        # Long utterances first, so no worker is left with the longest one at the end.
+        order = sorted(range(len(log_probs)), key=lambda i: -len(log_probs[i]))
+        texts = pool.map(_decode_in_worker, [log_probs[i] for i in order], chunksize=1)
+        out = [""] * len(log_probs)
+        for i, text in zip(order, texts):
+            out[i] = text
+        return out
+
+    def close(self) -> None:
+        """Stop the worker pool (if any). The decoder stays usable; a later batch starts a new pool."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._pool = self._finalizer = None
+
+    def __enter__(self) -> "Decoder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _get_pool(self):
+        if self._pool is None:
+            # fork: the workers inherit the loaded LM (pyctcdecode keeps it in a class-level table).
+            ctx = multiprocessing.get_context("fork")
+            self._pool = ctx.Pool(self.num_workers, initializer=_init_worker, initargs=(self.search,))
+            self._finalizer = weakref.finalize(self, self._pool.terminate)
+        return self._pool
+
+    def _check_vocab_size(self, size: int) -> None:
+        if size != self.vocab.size:
+            raise ValueError(f"`log_probs` have {size} classes but the vocabulary has {self.vocab.size} ids")
+
+    def _join(self, text: str) -> str:
+        return "".join(text.split()) if " " not in self.vocab.chars else " ".join(text.split())
+
+
+__all__ = ["CUTOFF_PROB", "CUTOFF_TOP_N", "BeamSearch", "Decoder", "DecoderConfig", "candidate_log_probs",
+           "check_lm_files", "cpu_count", "load_unigrams", "log_softmax", "prune_log_probs", "pyctcdecode_labels",
+           "unigrams_path_for"]

@@ -1,0 +1,291 @@
+"""Building a KenLM n-gram language model for the beam search, the way the DS2 recipes do.
+
+    text files -> normalized corpus -> lmplz (ARPA) -> build_binary (trie) -> unigram list
+
+- English (a word LM): each line goes through `normalize_english` (`[a-z' ]`, numbers spelled out); a line
+  that can't be normalized confidently is dropped and counted. With `top_k`, only the K most frequent words
+  are kept and every other word becomes `UNKNOWNWORD`, as the PaddlePaddle DS2 README prepares its
+  Common Crawl LM (top 400,000 words). The placeholder is upper case, so the decoder (lower case
+  `[a-z' ]`) can never spell it, and it is left out of the unigram list.
+- Mandarin (a character LM, DS2 §6.2 and the PaddlePaddle README): `normalize_mandarin`, then one space
+  between characters, so every character is a token to lmplz and, through the unigram list, a "word" to
+  the decoder (see `deepspeech2.decode.beam`).
+
+lmplz runs with `--discount_fallback`, which small corpora need (Kneser-Ney's discounts can't be estimated
+from a few thousand sentences); on a large corpus it changes nothing. The tools are the `lmplz` and
+`build_binary` that `make kenlm` puts next to the venv's python. Every output is written to a temp file
+and renamed, so an interrupted build never leaves a half-written model.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from deepspeech2.fileio import atomic_path, atomic_write, write_json
+from deepspeech2.text import normalize
+
+logger = logging.getLogger(__name__)
+
+LANGUAGES = ("en", "zh")
+MAX_ORDER = 6  # the KENLM_MAX_ORDER `make kenlm` compiles lmplz and build_binary with
+UNKNOWN_WORD = "UNKNOWNWORD"  # the PaddlePaddle DS2 README's placeholder for words outside the top K
+ARPA_SPECIAL = ("<s>", "</s>", "<unk>")
+SUFFIXES = (".arpa", ".bin", ".unigrams.txt", ".json")
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    """What `build_lm` builds. Saved next to the model as `<out>.json`."""
+
+    text_paths: tuple[str, ...]  # plain-text files, one sentence per line
+    out: str  # output prefix: writes <out>.arpa, <out>.bin, <out>.unigrams.txt and <out>.json
+    language: str = "en"  # "en": word LM (normalize_english); "zh": character LM (normalize_mandarin)
+    order: int = 5  # n-gram order; 5 for the PaddlePaddle DS2 LMs, 3 for the tiny corpus
+    prune: tuple[int, ...] = ()  # lmplz --prune count thresholds by order; PaddlePaddle's English LM: (0, 1, 1, 1, 1)
+    top_k: int = 0  # keep the K most frequent words, the rest become UNKNOWNWORD (PaddlePaddle: 400000); 0 keeps all
+    binary: bool = True  # also write the KenLM binary <out>.bin (trie data structure)
+    quantize_bits: int = 0  # build_binary -q/-b: bits for probabilities and backoffs (PaddlePaddle: 8); 0: none
+    pointer_bits: int = 0  # build_binary -a: pointer compression (PaddlePaddle: 22); 0: build_binary's default
+    keep_arpa: bool = True  # keep <out>.arpa after building the binary
+    memory: str = "20%"  # lmplz -S sorting memory (its default, 80% of RAM, crowds a shared machine)
+    normalize: bool = True  # normalize each line; False when the text is already in the vocabulary's form
+    kenlm_bin_dir: str | None = None  # where lmplz/build_binary are; None: next to this python, then the PATH
+
+    def __post_init__(self):
+        object.__setattr__(self, "text_paths", tuple(str(p) for p in self.text_paths))
+        object.__setattr__(self, "prune", tuple(self.prune))
+        object.__setattr__(self, "out", str(self.out))
+        if not self.text_paths:
+            raise ValueError("`text_paths` is empty; give at least one text file")
+        if not self.out or self.out.endswith(os.sep):
+            raise ValueError(f"`out` must be a file prefix such as data/tiny/lm/tiny3, got {self.out!r}")
+        if self.language not in LANGUAGES:
+            raise ValueError(f"`language` must be one of {LANGUAGES}, got {self.language!r}")
+        if isinstance(self.order, bool) or not isinstance(self.order, int) or not 2 <= self.order <= MAX_ORDER:
+            raise ValueError(f"`order` must be an int in [2, {MAX_ORDER}] (the order `make kenlm` compiles "
+                             f"for), got {self.order!r}")
+        if self.prune:
+            if len(self.prune) > self.order or any(isinstance(p, bool) or not isinstance(p, int) or p < 0
+                                                   for p in self.prune):
+                raise ValueError(f"`prune` must be at most `order` ({self.order}) non-negative ints, "
+                                 f"got {self.prune!r}")
+            if self.prune[0] != 0:
+                raise ValueError(f"`prune` must start with 0: lmplz can't prune unigrams, got {self.prune!r}")
+            if list(self.prune) != sorted(self.prune):
+                raise ValueError(f"`prune` thresholds must not decrease with the order (lmplz), got {self.prune!r}")
+        for name in ("top_k", "quantize_bits", "pointer_bits"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"`{name}` must be an int >= 0, got {value!r}")
+        if self.quantize_bits > 25:
+            raise ValueError(f"`quantize_bits` must be at most 25 (build_binary), got {self.quantize_bits!r}")
+        if (self.quantize_bits or self.pointer_bits) and not self.binary:
+            raise ValueError("`quantize_bits` and `pointer_bits` apply to the binary; set `binary`")
+        if not self.binary and not self.keep_arpa:
+            raise ValueError("with `binary` off the ARPA file is the model: `keep_arpa` must stay on")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["text_paths"], d["prune"] = list(self.text_paths), list(self.prune)
+        return d
+
+    @property
+    def prefix(self) -> Path:
+        """`out` without a model suffix (`lm.bin` and `lm` both give `lm`)."""
+        out = Path(self.out)
+        return out.with_suffix("") if out.suffix in (".arpa", ".bin", ".klm", ".binary") else out
+
+
+@dataclass(frozen=True)
+class LMResult:
+    """What `build_lm` wrote and counted."""
+
+    model_path: Path  # what to give the decoder: <out>.bin, or <out>.arpa without `binary`
+    arpa_path: Path | None  # None when `keep_arpa` is off
+    unigrams_path: Path  # the LM's words, most frequent first (decoding a binary LM needs it)
+    report_path: Path  # <out>.json: the config and these counts
+    lines_read: int  # non-empty input lines
+    lines_dropped: int  # lines the normalizer couldn't read confidently (see deepspeech2.text)
+    tokens: int  # words (characters for "zh") in the corpus
+    vocabulary_size: int  # distinct words in the unigram list
+    ngrams: dict[int, int]  # order -> n-gram count, from the ARPA header
+
+
+def find_kenlm_tool(name: str, bin_dir: str | os.PathLike | None = None) -> Path:
+    """The path of KenLM's `name` ("lmplz" or "build_binary").
+
+    Looks in `bin_dir` when given, else next to the running python (the venv's bin/, where `make kenlm`
+    installs them), then on the PATH.
+
+    Raises:
+        FileNotFoundError: not found; the message says to run `make kenlm`.
+    """
+    dirs = [Path(bin_dir)] if bin_dir else [Path(sys.executable).parent]
+    for d in dirs:
+        if (d / name).is_file() and os.access(d / name, os.X_OK):
+            return d / name
+    found = None if bin_dir else shutil.which(name)
+    if found:
+        return Path(found)
+    where = f"`{bin_dir}`" if bin_dir else f"{dirs[0]} or on the PATH"
+    raise FileNotFoundError(f"KenLM's `{name}` is not in {where}; build it with `make kenlm` (about 2 minutes on "
+                            "2 cores; it installs lmplz and build_binary into .venv/bin)")
+
+
+def build_lm(config: LMConfig) -> LMResult:
+    """Text files -> a KenLM model, its unigram list and a report; see the module docstring.
+
+    Args:
+        config: what to build.
+
+    Returns:
+        The paths written and the corpus counts.
+
+    Raises:
+        FileNotFoundError: a text file, lmplz or build_binary is missing.
+        ValueError: no line survives normalization (an empty corpus).
+        RuntimeError: lmplz or build_binary failed (the message ends with its last output lines).
+    """
+    lmplz = find_kenlm_tool("lmplz", config.kenlm_bin_dir)
+    build_binary = find_kenlm_tool("build_binary", config.kenlm_bin_dir) if config.binary else None
+    for path in config.text_paths:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"`text_paths`: {path} does not exist")
+    prefix = config.prefix
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{prefix.name}.", dir=prefix.parent) as tmp:
+        tmp = Path(tmp)
+        corpus = tmp / "corpus.txt"
+        counts, read, dropped = _write_corpus(config, corpus)
+        if not counts:
+            raise ValueError(f"the corpus is empty: {read} non-empty lines in {list(config.text_paths)}, "
+                             f"{dropped} of them could not be normalized, none left to train an LM on")
+        if config.top_k and len(counts) > config.top_k:
+            corpus = _limit_vocabulary(corpus, counts, config.top_k, tmp / "corpus.topk.txt")
+        arpa = prefix.with_name(prefix.name + ".arpa")
+        with atomic_path(arpa) as arpa_tmp:
+            cmd = [str(lmplz), "-o", str(config.order), "--text", str(corpus), "--arpa", str(arpa_tmp),
+                   "--discount_fallback", "-S", config.memory, "-T", str(tmp)]
+            if config.prune:
+                cmd += ["--prune", *map(str, config.prune)]
+            _run(cmd)
+        words = _arpa_unigrams(arpa)
+        ngrams = _arpa_counts(arpa)
+    # Most frequent first: easy to eyeball; pyctcdecode doesn't care about the order.
+    words = sorted(words, key=lambda w: (-counts.get(w, 0), w))
+    unigrams = prefix.with_name(prefix.name + ".unigrams.txt")
+    with atomic_write(unigrams) as f:
+        f.writelines(w + "\n" for w in words)
+    model = arpa
+    if config.binary:
+        model = prefix.with_name(prefix.name + ".bin")
+        with atomic_path(model) as bin_tmp:
+            cmd = [str(build_binary)]
+            if config.quantize_bits:
+                cmd += ["-q", str(config.quantize_bits), "-b", str(config.quantize_bits)]
+            if config.pointer_bits:
+                cmd += ["-a", str(config.pointer_bits)]
+            _run(cmd + ["trie", str(arpa), str(bin_tmp)])
+        if not config.keep_arpa:
+            arpa.unlink()
+    result = LMResult(model_path=model, arpa_path=arpa if config.keep_arpa else None, unigrams_path=unigrams,
+                      report_path=prefix.with_name(prefix.name + ".json"), lines_read=read, lines_dropped=dropped,
+                      tokens=sum(counts.values()), vocabulary_size=len(words), ngrams=ngrams)
+    write_json(result.report_path, {
+        "config": config.to_dict(), "model_path": str(model), "unigrams_path": str(unigrams),
+        "lines_read": read, "lines_dropped": dropped, "tokens": result.tokens,
+        "vocabulary_size": len(words), "ngrams": {str(k): v for k, v in ngrams.items()}})
+    logger.info("%s: %d-gram LM, %d words, ngrams %s (%d of %d lines dropped by the normalizer)", model,
+                config.order, len(words), ngrams, dropped, read)
+    return result
+
+
+def corpus_line(line: str, language: str, normalize_text: bool = True) -> str:
+    """One line of LM text as lmplz should see it: normalized, characters space-separated for "zh".
+
+    Returns "" for a line that can't be normalized confidently (or is empty).
+    """
+    text = normalize(line, language) if normalize_text else " ".join(line.split())
+    if language == "zh":
+        return " ".join(text.replace(" ", ""))
+    return text
+
+
+def _write_corpus(config: LMConfig, out: Path) -> tuple[collections.Counter, int, int]:
+    counts = collections.Counter()
+    read = dropped = 0
+    with open(out, "w", encoding="utf-8") as f:
+        for path in config.text_paths:
+            with open(path, encoding="utf-8", errors="replace") as lines:
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    read += 1
+                    text = corpus_line(line, config.language, config.normalize)
+                    if not text:
+                        dropped += 1
+                        continue
+                    tokens = text.split()
+                    bad = [t for t in tokens if t in ARPA_SPECIAL]
+                    if bad:  # lmplz refuses them in the corpus; only possible with `normalize` off
+                        raise ValueError(f"`{path}` has KenLM's reserved token {bad[0]!r} in {line.strip()!r}")
+                    counts.update(tokens)
+                    f.write(text + "\n")
+    return counts, read, dropped
+
+
+def _limit_vocabulary(corpus: Path, counts: collections.Counter, top_k: int, out: Path) -> Path:
+    keep = {w for w, _ in counts.most_common(top_k)}
+    with open(corpus, encoding="utf-8") as src, open(out, "w", encoding="utf-8") as dst:
+        for line in src:
+            dst.write(" ".join(w if w in keep else UNKNOWN_WORD for w in line.split()) + "\n")
+    for w in list(counts):
+        if w not in keep:
+            del counts[w]
+    return out
+
+
+def _run(cmd: list[str]) -> None:
+    logger.info("running %s", " ".join(cmd))
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stdout.strip().splitlines()[-5:])
+        raise RuntimeError(f"`{Path(cmd[0]).name}` failed (exit {proc.returncode}): {tail}")
+
+
+def _arpa_unigrams(arpa: Path) -> list[str]:
+    words = []
+    with open(arpa, encoding="utf-8") as f:
+        in_unigrams = False
+        for line in f:
+            line = line.strip()
+            if line == "\\1-grams:":
+                in_unigrams = True
+            elif in_unigrams and (line.startswith("\\") or not line):
+                break
+            elif in_unigrams:
+                word = line.split("\t")[1]
+                if word not in ARPA_SPECIAL and word != UNKNOWN_WORD:
+                    words.append(word)
+    return words
+
+
+def _arpa_counts(arpa: Path) -> dict[int, int]:
+    counts = {}
+    with open(arpa, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("ngram "):
+                order, n = line[len("ngram "):].strip().split("=")
+                counts[int(order)] = int(n)
+            elif line.startswith("\\1-grams:"):
+                break
+    return counts

@@ -1,0 +1,140 @@
+"""Manifest -> acoustic log-probabilities, with a trained model bundle. Shared by ds2-tune, ds2-eval and ds2-infer.
+
+Audio is read outside the graph (`deepspeech2.audio.load_audio`, any format soundfile reads, offsets
+honoured), batched by similar duration so padding stays small, and run through the same features
+(`deepspeech2.features.featurize`) and model the trainer used. The decoders take it from there
+(`deepspeech2.decode`), without importing any of this.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from deepspeech2.audio import load_audio
+from deepspeech2.bundle import Bundle, load_bundle
+from deepspeech2.data.manifest import Utterance, read_manifest
+from deepspeech2.features import featurize
+from deepspeech2.model import log_probs as model_log_probs
+from deepspeech2.vocab import Vocabulary
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AcousticOutputs:
+    """The model's outputs for a list of utterances, in the list's order."""
+
+    log_probs: list[np.ndarray | None]  # per utterance `(output_steps, vocab_size)` float32; None: unreadable
+    skipped: list[tuple[int, str]]  # (index in the list, why) for each utterance whose audio couldn't be read
+
+    @property
+    def num_ok(self) -> int:
+        return sum(lp is not None for lp in self.log_probs)
+
+
+def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_size: int = 16,
+                      progress: bool = True) -> AcousticOutputs:
+    """Run the model over `utterances` and return each one's log-probabilities over its valid steps.
+
+    Utterances are batched in order of duration (less padding; the outputs come back in the input order).
+    One whose audio is missing or can't be decoded is skipped, logged and listed in `skipped`.
+
+    Args:
+        bundle: a loaded model bundle (`deepspeech2.bundle.load_bundle`).
+        utterances: manifest lines (`deepspeech2.data.manifest.read_manifest`).
+        batch_size: utterances per model call.
+        progress: show a tqdm progress bar.
+
+    Returns:
+        The log-probabilities (None for skipped utterances) and the skipped ones with their reasons.
+
+    Raises:
+        ValueError: `batch_size` < 1.
+    """
+    if batch_size < 1:
+        raise ValueError(f"`batch_size` must be >= 1, got {batch_size!r}")
+    out: list[np.ndarray | None] = [None] * len(utterances)
+    skipped: list[tuple[int, str]] = []
+    order = sorted(range(len(utterances)), key=lambda i: utterances[i].duration)
+    rate = bundle.feature_config.sample_rate
+    bar = tqdm(total=len(utterances), desc="acoustic model", unit="utt", disable=not progress)
+    for start in range(0, len(order), batch_size):
+        waves, indices = [], []
+        for i in order[start:start + batch_size]:
+            u = utterances[i]
+            try:
+                waves.append(load_audio(u.audio_filepath, offset=u.offset, duration=u.duration, sample_rate=rate))
+                indices.append(i)
+            except (ValueError, FileNotFoundError) as e:
+                logger.warning("skipping utterance %d: %s", i, e)
+                skipped.append((i, str(e)))
+        bar.update(len(order[start:start + batch_size]))
+        if not waves:
+            continue
+        lengths = np.array([len(w) for w in waves], np.int32)
+        batch = np.zeros((len(waves), lengths.max()), np.float32)
+        for k, w in enumerate(waves):
+            batch[k, :len(w)] = w
+        features, frames = featurize(batch, lengths, bundle.feature_config, bundle.normalizer)
+        lp, steps = model_log_probs(bundle.model, features, frames)
+        lp, steps = np.asarray(lp, np.float32), np.asarray(steps)
+        for k, i in enumerate(indices):
+            out[i] = lp[k, :steps[k]]
+    bar.close()
+    if skipped:
+        logger.warning("%d of %d utterances skipped: their audio could not be read", len(skipped), len(utterances))
+    return AcousticOutputs(log_probs=out, skipped=skipped)
+
+
+@dataclass(frozen=True)
+class ManifestOutputs:
+    """A manifest's log-probabilities with what decoding and scoring need next to them."""
+
+    log_probs: list[np.ndarray]  # per readable utterance `(output_steps, vocab_size)` float32
+    references: list[str]  # their transcripts, as in the manifest (already normalized by the importers)
+    utterances: list[Utterance]  # their manifest lines
+    vocab: Vocabulary  # the model's output vocabulary
+    num_skipped: int  # utterances whose audio couldn't be read
+
+
+def manifest_log_probs(model_dir: str | os.PathLike, manifest: str | os.PathLike, max_utterances: int = 0,
+                       batch_size: int = 16, seed: int = 0, progress: bool = True) -> ManifestOutputs:
+    """Load a model bundle and compute the log-probabilities of a manifest's utterances.
+
+    Args:
+        model_dir: the bundle folder (`deepspeech2.bundle.load_bundle`).
+        manifest: a JSON-lines manifest.
+        max_utterances: use a random sample of this many utterances (seeded by `seed`; short and long
+            alike, unlike the first lines or the first batches); 0 uses all.
+        batch_size: utterances per model call.
+        seed: the sample's seed.
+        progress: show a progress bar.
+
+    Returns:
+        The readable utterances' log-probabilities, references and manifest lines, in manifest order.
+
+    Raises:
+        FileNotFoundError: the bundle or the manifest is missing.
+        ValueError: a bad bundle or manifest, `max_utterances` < 0, or no readable utterance.
+    """
+    if max_utterances < 0:
+        raise ValueError(f"`max_utterances` must be >= 0 (0: all), got {max_utterances!r}")
+    bundle = load_bundle(model_dir)
+    utterances = read_manifest(manifest)
+    if max_utterances and max_utterances < len(utterances):
+        keep = np.sort(np.random.default_rng(seed).choice(len(utterances), max_utterances, replace=False))
+        utterances = [utterances[i] for i in keep]
+    outputs = compute_log_probs(bundle, utterances, batch_size=batch_size, progress=progress)
+    ok = [i for i, lp in enumerate(outputs.log_probs) if lp is not None]
+    if not ok:
+        raise ValueError(f"`{manifest}`: none of its {len(utterances)} utterances' audio could be read")
+    return ManifestOutputs(log_probs=[outputs.log_probs[i] for i in ok],
+                           references=[" ".join(utterances[i].text.split()) for i in ok],
+                           utterances=[utterances[i] for i in ok], vocab=bundle.vocab,
+                           num_skipped=len(outputs.skipped))

@@ -1,0 +1,273 @@
+"""Decoders: greedy against a hand-computed case, beam search against TF's, the LM's effect, DS2 pruning."""
+
+import numpy as np
+import pytest
+
+from deepspeech2.decode import Decoder, DecoderConfig, greedy_decode, prune_log_probs
+from deepspeech2.decode.beam import SKIP_LOGP, candidate_log_probs, log_softmax, pyctcdecode_labels
+from deepspeech2.vocab import Vocabulary
+
+EN = Vocabulary.english()
+
+# A bigram LM that knows "the cat sat on the mat" and barely knows "hat" (log10 probabilities).
+ARPA_EN = """\\data\\
+ngram 1=9
+ngram 2=6
+
+\\1-grams:
+-2.0\t<unk>\t0
+0\t<s>\t-0.3
+-1.0\t</s>\t0
+-1.0\tthe\t-0.3
+-1.3\tcat\t-0.3
+-3.0\that\t-0.3
+-1.3\tsat\t-0.3
+-1.3\ton\t-0.3
+-1.3\tmat\t-0.3
+
+\\2-grams:
+-0.1\t<s> the
+-0.2\tthe cat
+-0.2\tcat sat
+-0.2\tsat on
+-0.3\ton the
+-0.2\tmat </s>
+
+\\end\\
+"""
+
+# A character bigram LM for a Mandarin-style vocabulary: 你 is followed by 好, not 号.
+ARPA_ZH = """\\data\\
+ngram 1=7
+ngram 2=3
+
+\\1-grams:
+-2.0\t<unk>\t0
+0\t<s>\t-0.3
+-1.0\t</s>\t0
+-0.8\t你\t-0.3
+-1.0\t好\t-0.3
+-2.5\t号\t-0.3
+-1.2\t吗\t-0.3
+
+\\2-grams:
+-0.1\t<s> 你
+-0.1\t你 好
+-0.2\t好 吗
+
+\\end\\
+"""
+
+
+def frames(spec, vocab, blank_p=0.999):
+    """(time, vocab) log-probs: each entry of `spec` ({char: prob}, rest to the blank) is one step, followed by
+    a blank step."""
+    rows = []
+    for probs in spec:
+        row = np.full(vocab.size, 1e-6)
+        for char, p in probs.items():
+            row[vocab.encode(char)[0]] = p
+        row[0] = max(1 - row.sum(), 1e-6)
+        rows += [row, np.r_[blank_p, np.full(vocab.size - 1, (1 - blank_p) / (vocab.size - 1))]]
+    rows = np.array(rows)
+    return np.log(rows / rows.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def spell(text, **overrides):
+    """One spike per character; `overrides` maps a character position to its {char: prob}."""
+    return [overrides.get(f"at{i}", {c: 0.99}) for i, c in enumerate(text)]
+
+
+@pytest.fixture
+def en_lm(tmp_path):
+    path = tmp_path / "en.arpa"
+    path.write_text(ARPA_EN)
+    return str(path)
+
+
+# ------------------------------------------------------------------------------------------------- greedy
+
+def test_greedy_hand_computed():
+    # argmax path per utterance (ids): h=10 e=7 l=14 o=17, blank=0, space=1
+    paths = [[10, 10, 0, 7, 14, 14, 0, 14, 17, 0],  # h h _ e l l _ l o _ -> "hello"
+             [1, 3, 3, 3, 0, 0, 3, 1, 9, 9]]  # _ a a a _ _ a _ (then ignored) -> " aa "
+    log_probs = np.log(np.full((2, 10, EN.size), 0.01))
+    for b, path in enumerate(paths):
+        log_probs[b, np.arange(10), path] = np.log(0.7)
+    ids = greedy_decode(log_probs, [10, 8])
+    assert ids == [[10, 7, 14, 14, 17], [1, 3, 3, 1]]
+    assert EN.decode(ids[0]) == "hello"
+    assert Decoder(DecoderConfig(kind="greedy"), EN).decode_batch(log_probs, [10, 8]) == ["hello", "aa"]
+    assert greedy_decode(log_probs, [0, 1]) == [[], [1]]
+
+
+def test_greedy_checks_shapes():
+    with pytest.raises(ValueError, match="`lengths`"):
+        greedy_decode(np.zeros((2, 5, 3)), [5, 6])
+    with pytest.raises(ValueError, match="`log_probs`"):
+        greedy_decode(np.zeros((5, 3)), [5])
+    with pytest.raises(ValueError, match="29 ids"):
+        Decoder(DecoderConfig(kind="greedy"), EN).decode_batch(np.zeros((1, 5, 3)), [5])
+
+
+# ----------------------------------------------------------------------------------------------- pruning
+
+def test_prune_keeps_the_fewest_tokens_reaching_cutoff_prob():
+    probs = np.array([0.04, 0.5, 0.01, 0.3, 0.15])  # sorted: ids 1, 3, 4, 0, 2
+    lp = np.log(probs)[None]
+
+    def kept(cutoff_prob, top_n=40):
+        return np.flatnonzero(np.isfinite(prune_log_probs(lp, cutoff_prob, top_n)[0])).tolist()
+
+    assert kept(0.4) == [1]  # 0.5 alone reaches 0.4
+    assert kept(0.7) == [1, 3]  # 0.5 < 0.7 <= 0.8
+    assert kept(0.9) == [1, 3, 4]  # 0.8 < 0.9 <= 0.95
+    assert kept(0.985) == [0, 1, 3, 4]  # 0.95 < 0.985 <= 0.99
+    assert kept(0.995) == [0, 1, 2, 3, 4]
+    assert kept(0.99, top_n=2) == [1, 3]  # capped at cutoff_top_n
+    assert kept(1.0, top_n=1) == [0, 1, 2, 3, 4]  # cutoff_prob 1 turns it off, top_n included
+    out = prune_log_probs(lp, 0.9, 40)
+    np.testing.assert_allclose(out[0, [1, 3, 4]], np.log(probs[[1, 3, 4]]), rtol=1e-6)  # kept values unchanged
+
+
+def test_prune_is_per_frame_and_keeps_the_best_token():
+    rng = np.random.default_rng(0)
+    lp = log_softmax(rng.normal(size=(7, 50, 29)) * 3)
+    out = prune_log_probs(lp, 0.99, 40)
+    kept = np.isfinite(out)
+    best = np.argmax(lp, axis=-1)
+    assert np.take_along_axis(kept, best[..., None], -1).all()
+    # The kept tokens are the most probable ones, and the fewest that reach 0.99.
+    probs = np.exp(lp)
+    mass = np.where(kept, probs, 0).sum(-1)
+    least_kept = np.where(kept, probs, np.inf).min(-1)
+    assert (np.where(kept, -np.inf, probs).max(-1) <= least_kept).all()
+    assert ((mass >= 0.99 - 1e-5) | (kept.sum(-1) == 29)).all()
+    assert (mass - least_kept < 0.99).all()  # without its least probable token, a frame falls short
+    with pytest.raises(ValueError, match="`cutoff_prob`"):
+        prune_log_probs(lp, 0.0, 40)
+    with pytest.raises(ValueError, match="`cutoff_top_n`"):
+        prune_log_probs(lp, 0.99, 0)
+
+
+def test_candidates_drop_repeated_single_token_frames():
+    # blank, blank, a, a, blank, blank, {a, b}, blank: the second of each identical run goes
+    lp = np.log(np.array([[.999, .0005, .0005], [.999, .0005, .0005], [.0005, .999, .0005], [.0005, .999, .0005],
+                          [.999, .0005, .0005], [.999, .0005, .0005], [.0005, .6, .3995], [.999, .0005, .0005]]))
+    cand = candidate_log_probs(lp, DecoderConfig(cutoff_prob=0.99))
+    assert np.isfinite(cand).sum(-1).tolist() == [1, 1, 1, 2, 1]
+    assert cand.argmax(-1).tolist() == [0, 1, 0, 1, 0]
+
+
+def test_frame_collapsing_is_exact(en_lm):
+    """The decoder (pruned + collapsed) gives exactly what pyctcdecode gives on the pruned frames alone.
+
+    (That the pruning itself is DS2's is checked above; pyctcdecode's own floor is not used, as it applies
+    after renormalizing each frame.)"""
+    rng = np.random.default_rng(1)
+    config = DecoderConfig(beam_size=16, alpha=0.5, beta=1.0, lm_path=en_lm, num_workers=1)
+    decoder = Decoder(config, EN)
+    ctc = decoder.search.ctc
+    for _ in range(12):
+        ids = rng.integers(1, EN.size, size=12)
+        steps = []
+        for i in ids:  # each label for 1-3 steps, then 0-4 blank steps, everything a little noisy
+            steps += [i] * int(rng.integers(1, 4)) + [0] * int(rng.integers(0, 5))
+        logits = rng.normal(size=(len(steps), EN.size)) * 1.5
+        logits[np.arange(len(steps)), steps] += rng.uniform(3, 9, size=len(steps))
+        lp = log_softmax(logits)
+        pruned = candidate_log_probs(lp, config, collapse=False)
+        collapsed = candidate_log_probs(lp, config)
+        assert len(collapsed) < len(pruned)
+        full = ctc.decode(pruned, beam_width=config.beam_size, beam_prune_logp=config.beam_prune_logp,
+                          token_min_logp=SKIP_LOGP)
+        assert decoder.decode_utterances([lp]) == [full]
+
+
+# ------------------------------------------------------------------------------------------ beam search
+
+@pytest.mark.parametrize("chars", [" abcd", "abcd"])  # with a space (words), without one (a character language)
+def test_beam_without_lm_matches_tensorflow(chars):
+    import tensorflow as tf
+
+    vocab = Vocabulary(tuple(chars))
+    rng = np.random.default_rng(2)
+    batch, steps = 32, 30
+    labels = rng.integers(0, vocab.size, size=(batch, steps))
+    logits = rng.normal(size=(batch, steps, vocab.size))
+    logits[np.arange(batch)[:, None], np.arange(steps), labels] += 6.0  # peaky: one path usually dominates
+    lp = log_softmax(logits)
+    lengths = rng.integers(10, steps + 1, size=batch)
+    # TF wants the blank last and time first: move id 0 to the end, so TF id k is our id k + 1.
+    decoded, scores = tf.nn.ctc_beam_search_decoder(np.transpose(np.roll(lp, -1, axis=-1), (1, 0, 2)),
+                                                    lengths.astype(np.int32), beam_width=64, top_paths=2)
+    tf_ids = tf.sparse.to_dense(decoded[0], default_value=-1).numpy()
+    expected = [" ".join(vocab.decode([i + 1 for i in row if i >= 0]).split()) for row in tf_ids]
+    # Where TF's best labelling beats its second by a clear margin the answer is well defined. (Near-ties may
+    # differ: pyctcdecode merges labellings that give the same text, e.g. "a b" and "a  b".)
+    clear = (scores[:, 0] - scores[:, 1]).numpy() > 1.0
+    assert clear.sum() >= batch // 2
+    config = DecoderConfig(beam_size=64, cutoff_prob=1.0, token_min_logp=-30.0, beam_prune_logp=-50.0,
+                           num_workers=1)
+    got = Decoder(config, vocab).decode_batch(lp, lengths)
+    assert [g for g, c in zip(got, clear) if c] == [e for e, c in zip(expected, clear) if c]
+    # The default pruning doesn't change these confident answers.
+    got = Decoder(DecoderConfig(beam_size=64, num_workers=1), vocab).decode_batch(lp, lengths)
+    assert [g for g, c in zip(got, clear) if c] == [e for e, c in zip(expected, clear) if c]
+
+
+def test_lm_moves_the_hypothesis_towards_likely_words(en_lm):
+    # The acoustics slightly prefer "hat" (h 0.6, c 0.4); the LM strongly prefers "the cat sat".
+    hat = frames(spell("the cat sat on the mat", at4={"h": 0.6, "c": 0.39}), EN)
+    # "kat" is no word: the acoustics prefer k (0.6) over c (0.39).
+    kat = frames(spell("the cat sat on the mat", at4={"k": 0.6, "c": 0.39}), EN)
+
+    def decode(lp, **kw):
+        return Decoder(DecoderConfig(beam_size=32, num_workers=1, **kw), EN).decode_utterances([lp])[0]
+
+    assert decode(hat) == "the hat sat on the mat"  # no LM: the acoustics win
+    assert decode(hat, lm_path=en_lm, alpha=0.0, beta=0.0) == "the hat sat on the mat"  # "hat" is a word too
+    assert decode(hat, lm_path=en_lm, alpha=0.5, beta=1.0) == "the cat sat on the mat"
+    assert decode(kat) == "the kat sat on the mat"
+    assert decode(kat, lm_path=en_lm, alpha=0.5, beta=1.0) == "the cat sat on the mat"
+
+
+def test_character_lm_for_a_language_without_spaces(tmp_path):
+    vocab = Vocabulary(tuple("你好号吗"))
+    assert pyctcdecode_labels(vocab) == ["", "▁你", "▁好", "▁号", "▁吗"]
+    (tmp_path / "zh.arpa").write_text(ARPA_ZH)
+    lp = frames([{"你": 0.99}, {"号": 0.6, "好": 0.39}, {"吗": 0.99}], vocab)
+    assert Decoder(DecoderConfig(beam_size=16, num_workers=1), vocab).decode_utterances([lp]) == ["你号吗"]
+    with_lm = DecoderConfig(beam_size=16, alpha=0.5, beta=0.5, lm_path=str(tmp_path / "zh.arpa"), num_workers=1)
+    assert Decoder(with_lm, vocab).decode_utterances([lp]) == ["你好吗"]
+    assert Decoder(DecoderConfig(kind="greedy"), vocab).decode_utterances([lp]) == ["你号吗"]
+
+
+def test_worker_pool_is_persistent_and_agrees(en_lm):
+    rng = np.random.default_rng(3)
+    lp = log_softmax(rng.normal(size=(6, 40, EN.size)) * 4)
+    lengths = np.array([40, 12, 33, 5, 40, 27])
+    serial = Decoder(DecoderConfig(beam_size=8, lm_path=en_lm, num_workers=1), EN).decode_batch(lp, lengths)
+    with Decoder(DecoderConfig(beam_size=8, lm_path=en_lm, num_workers=2), EN) as decoder:
+        assert decoder.decode_batch(lp, lengths) == serial
+        pool = decoder._pool
+        assert pool is not None
+        assert decoder.decode_batch(lp[::-1], lengths[::-1]) == serial[::-1]
+        assert decoder._pool is pool  # one pool for the decoder's life: the LM is never reloaded
+    assert decoder._pool is None
+
+
+def test_config_checks():
+    for bad, name in ((dict(kind="viterbi"), "kind"), (dict(beam_size=0), "beam_size"), (dict(alpha=-1), "alpha"),
+                      (dict(cutoff_prob=0), "cutoff_prob"), (dict(cutoff_top_n=0), "cutoff_top_n"),
+                      (dict(token_min_logp=-40), "token_min_logp"), (dict(beam_prune_logp=0), "beam_prune_logp"),
+                      (dict(kind="greedy", lm_path="x.bin"), "lm_path"), (dict(unigrams_path="u.txt"), "unigrams_path"),
+                      (dict(num_workers=-1), "num_workers")):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            DecoderConfig(**bad)
+    assert DecoderConfig.from_dict(DecoderConfig(beam_size=7).to_dict()) == DecoderConfig(beam_size=7)
+    with pytest.raises(ValueError, match="beam_width"):
+        DecoderConfig.from_dict({"beam_width": 7})
+    with pytest.raises(FileNotFoundError, match="ds2-build-lm"):
+        Decoder(DecoderConfig(lm_path="/nonexistent/lm.bin"), EN)
+    assert SKIP_LOGP > np.log(1e-15) and SKIP_LOGP < -30

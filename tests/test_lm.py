@@ -1,0 +1,136 @@
+"""ds2-build-lm: text -> normalized corpus -> lmplz -> build_binary -> unigram list, and its errors.
+
+Needs KenLM's lmplz and build_binary (`make kenlm`, about 2 minutes on 2 cores); the tests that run them
+are skipped, saying so, when they aren't built.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import kenlm
+import numpy as np
+import pytest
+
+from deepspeech2.decode import Decoder, DecoderConfig
+from deepspeech2.decode.lm import UNKNOWN_WORD, LMConfig, build_lm, corpus_line, find_kenlm_tool
+from deepspeech2.vocab import Vocabulary
+
+try:
+    find_kenlm_tool("lmplz"), find_kenlm_tool("build_binary")
+    HAVE_KENLM = True
+except FileNotFoundError:
+    HAVE_KENLM = False
+needs_kenlm = pytest.mark.skipif(not HAVE_KENLM, reason="KenLM's lmplz/build_binary are not built: run `make kenlm`")
+
+TEXT = """The cat sat on the mat.
+the cat sat on the mat
+The dog ate 2 bones!
+
+a cat and a dog
+the score was 3-2
+the dog sat on the cat
+"""
+
+
+@needs_kenlm
+def test_build_lm_end_to_end(tmp_path):
+    (tmp_path / "a.txt").write_text(TEXT)
+    (tmp_path / "b.txt").write_text("the mat is red\n")
+    result = build_lm(LMConfig(text_paths=(str(tmp_path / "a.txt"), str(tmp_path / "b.txt")),
+                               out=str(tmp_path / "lm" / "tiny"), order=3))
+    assert result.model_path == tmp_path / "lm" / "tiny.bin"
+    assert result.arpa_path == tmp_path / "lm" / "tiny.arpa" and result.arpa_path.exists()
+    assert (result.lines_read, result.lines_dropped) == (7, 1)  # "3-2" can't be read confidently
+    words = result.unigrams_path.read_text().split("\n")[:-1]
+    assert sorted(words) == sorted({"the", "cat", "sat", "on", "mat", "dog", "ate", "two", "bones", "a", "and",
+                                    "is", "red"})
+    assert words[0] == "the"  # most frequent first
+    assert result.ngrams[1] == len(words) + 3  # + <s> </s> <unk>
+    for path in (result.model_path, result.arpa_path):
+        model = kenlm.Model(str(path))
+        assert model.order == 3
+        assert model.score("the cat sat on the mat") > model.score("the mat sat on the cat")
+    report = json.loads(result.report_path.read_text())
+    assert report["config"]["order"] == 3 and report["lines_dropped"] == 1
+    assert sorted(p.name for p in (tmp_path / "lm").iterdir()) == ["tiny.arpa", "tiny.bin", "tiny.json",
+                                                                  "tiny.unigrams.txt"]  # no temp files left
+    # The decoder loads the binary with its unigram list from beside it.
+    vocab = Vocabulary.english()
+    decoder = Decoder(DecoderConfig(beam_size=8, lm_path=str(result.model_path), num_workers=1), vocab)
+    assert len(decoder.search.ctc._language_model._unigram_set) == len(words)
+    assert decoder.decode_utterances([np.log(np.eye(vocab.size)[[0] * 5] * 0.99 + 0.01 / vocab.size)]) == [""]
+
+
+@needs_kenlm
+def test_top_k_quantization_and_binary_without_unigrams(tmp_path):
+    (tmp_path / "a.txt").write_text(TEXT * 3)
+    result = build_lm(LMConfig(text_paths=(str(tmp_path / "a.txt"),), out=str(tmp_path / "k.bin"), order=2,
+                               top_k=4, quantize_bits=8, keep_arpa=False, prune=(0, 1)))
+    assert result.arpa_path is None and not (tmp_path / "k.arpa").exists()
+    words = result.unigrams_path.read_text().split()
+    assert len(words) == 4 and UNKNOWN_WORD not in words and words[0] == "the"
+    assert "UNKNOWNWORD" in kenlm.Model(str(result.model_path))  # the other words are one token in the LM
+    result.unigrams_path.unlink()
+    with pytest.raises(FileNotFoundError, match="unigram list"):
+        Decoder(DecoderConfig(lm_path=str(result.model_path)), Vocabulary.english())
+
+
+@needs_kenlm
+def test_character_lm(tmp_path):
+    (tmp_path / "zh.txt").write_text("你好吗？\n我很好，谢谢。\n你好\n")
+    result = build_lm(LMConfig(text_paths=(str(tmp_path / "zh.txt"),), out=str(tmp_path / "zh"), language="zh",
+                               order=3, binary=False))
+    assert result.model_path == tmp_path / "zh.arpa"
+    assert set(result.unigrams_path.read_text().split()) == set("你好吗我很谢")
+    assert result.tokens == 10  # 3 + 5 + 2 characters
+
+
+def test_corpus_lines():
+    assert corpus_line("It's 3:30, we owe $5!", "en") == "it's three thirty we owe five dollars"
+    assert corpus_line("the score was 3-2", "en") == ""
+    assert corpus_line("我有 3 个苹果。", "zh") == "我 有 三 个 苹 果"
+    assert corpus_line("  already   normalized ", "en", normalize_text=False) == "already normalized"
+
+
+@needs_kenlm
+def test_empty_corpus(tmp_path):
+    (tmp_path / "e.txt").write_text("\n\nthe score was 3-2\n")
+    with pytest.raises(ValueError, match="corpus is empty: 1 non-empty lines.*1 of them could not be normalized"):
+        build_lm(LMConfig(text_paths=(str(tmp_path / "e.txt"),), out=str(tmp_path / "e"), order=3))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e.txt"]
+
+
+def test_missing_tools_and_inputs(tmp_path):
+    (tmp_path / "a.txt").write_text(TEXT)
+    with pytest.raises(FileNotFoundError, match="make kenlm"):
+        build_lm(LMConfig(text_paths=(str(tmp_path / "a.txt"),), out=str(tmp_path / "x"), kenlm_bin_dir=str(tmp_path)))
+    if HAVE_KENLM:
+        with pytest.raises(FileNotFoundError, match="`text_paths`"):
+            build_lm(LMConfig(text_paths=(str(tmp_path / "missing.txt"),), out=str(tmp_path / "x")))
+
+
+def test_config_checks():
+    ok = dict(text_paths=("a.txt",), out="lm")
+    for bad, name in ((dict(text_paths=()), "text_paths"), (dict(order=1), "order"), (dict(order=7), "order"),
+                      (dict(language="fr"), "language"), (dict(order=2, prune=(0, 1, 1)), "prune"),
+                      (dict(prune=(1, 1)), "prune"), (dict(prune=(0, 2, 1)), "prune"), (dict(top_k=-1), "top_k"),
+                      (dict(quantize_bits=30), "quantize_bits"), (dict(binary=False, quantize_bits=8), "quantize_bits"),
+                      (dict(binary=False, keep_arpa=False), "keep_arpa")):
+        with pytest.raises(ValueError, match=f"`{name}`"):
+            LMConfig(**{**ok, **bad})
+    assert LMConfig(text_paths=["a.txt"], out="d/lm.bin").prefix == Path("d/lm")
+
+
+@needs_kenlm
+def test_cli(tmp_path):
+    (tmp_path / "a.txt").write_text(TEXT)
+    cli = [sys.executable, str(Path(__file__).parents[1] / "bin" / "ds2_build_lm.py")]
+    done = subprocess.run(cli + ["--text_paths", str(tmp_path / "a.txt"), "--out", str(tmp_path / "lm"),
+                                 "--order", "3", "--prune", "0,0,1"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "lm.bin: 3-gram LM" in done.stdout and (tmp_path / "lm.unigrams.txt").exists()
+    done = subprocess.run(cli + ["--text_paths", str(tmp_path / "a.txt"), "--out", str(tmp_path / "lm"),
+                                 "--order", "9"], capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.strip().splitlines()[-1].startswith("ds2-build-lm: error: `order`")
