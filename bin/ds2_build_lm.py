@@ -12,7 +12,7 @@ build_binary: `make kenlm`.
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from deepspeech2.decode.lm import LMConfig, build_lm
 

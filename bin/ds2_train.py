@@ -11,7 +11,7 @@ import json
 import logging
 import sys
 
-from absl import app, flags
+from absl import flags
 from absl import logging as absl_logging
 
 from deepspeech2.data.pipeline import PipelineConfig

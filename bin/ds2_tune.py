@@ -11,17 +11,21 @@ then narrow the ranges and tune on the whole set (--num_batches 0).
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
-from deepspeech2.decode import DecoderConfig
 from deepspeech2.decode.beam import check_lm_files
 from deepspeech2.decode.tune import TuneConfig, plot_error_surface, save_result, tune
 
-D, T = DecoderConfig, TuneConfig
+try:
+    from . import _decoding
+except ImportError:  # python bin/ds2_tune.py
+    import _decoding
+
+T = TuneConfig
 flags.DEFINE_string("model_dir", None, "Model bundle folder (a ds2-train workdir's model/).")
 flags.DEFINE_string("manifest", None, "Dev manifest (JSON lines) to tune on.")
-flags.DEFINE_string("lm", None, "KenLM model (.arpa or binary; a binary needs its .unigrams.txt beside it).")
-flags.DEFINE_string("unigrams", None, "The LM's word list, if not <lm stem>.unigrams.txt.")
+_decoding.define_flags(kind=None)
+flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
 flags.DEFINE_float("alpha_from", T.alpha_from, "Smallest alpha (LM weight).")
 flags.DEFINE_float("alpha_to", T.alpha_to, "Largest alpha.")
 flags.DEFINE_integer("num_alphas", T.num_alphas, "Alphas on the grid.")
@@ -29,11 +33,6 @@ flags.DEFINE_float("beta_from", T.beta_from, "Smallest beta (word insertion bonu
 flags.DEFINE_float("beta_to", T.beta_to, "Largest beta.")
 flags.DEFINE_integer("num_betas", T.num_betas, "Betas on the grid.")
 flags.DEFINE_enum("error_rate_type", "wer", ["wer", "cer"], "wer (English) or cer (Mandarin).")
-flags.DEFINE_integer("beam_size", D.beam_size, "Beam size.")
-flags.DEFINE_float("cutoff_prob", D.cutoff_prob, "DS2 pruning: cumulative probability per frame (1: off).")
-flags.DEFINE_integer("cutoff_top_n", D.cutoff_top_n, "DS2 pruning: at most this many tokens per frame.")
-flags.DEFINE_float("token_min_logp", D.token_min_logp, "Skip tokens below this log-probability.")
-flags.DEFINE_float("beam_prune_logp", D.beam_prune_logp, "Drop beams this far below the best one.")
 flags.DEFINE_integer("num_batches", 0, "Tune on a random num_batches x batch_size utterances; 0: all.")
 flags.DEFINE_integer("batch_size", 16, "Utterances per acoustic model call.")
 flags.DEFINE_integer("num_workers", 0, "Grid points decoded at once; 0: one per CPU core.")
@@ -49,9 +48,7 @@ def main(argv):
     try:
         grid = TuneConfig(FLAGS.alpha_from, FLAGS.alpha_to, FLAGS.num_alphas, FLAGS.beta_from, FLAGS.beta_to,
                           FLAGS.num_betas, FLAGS.error_rate_type, FLAGS.num_workers)
-        decoder = DecoderConfig(beam_size=FLAGS.beam_size, cutoff_prob=FLAGS.cutoff_prob,
-                                cutoff_top_n=FLAGS.cutoff_top_n, token_min_logp=FLAGS.token_min_logp,
-                                beam_prune_logp=FLAGS.beam_prune_logp, lm_path=FLAGS.lm, unigrams_path=FLAGS.unigrams)
+        decoder = _decoding.config(FLAGS)
         check_lm_files(decoder)
         from deepspeech2.inference import manifest_log_probs  # TensorFlow loads here, after the flags are checked
 

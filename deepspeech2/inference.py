@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import tensorflow as tf
 from tqdm import tqdm
 
 from deepspeech2.audio import load_audio
 from deepspeech2.bundle import Bundle, load_bundle
 from deepspeech2.data.manifest import Utterance, read_manifest
 from deepspeech2.features import featurize
-from deepspeech2.model import log_probs as model_log_probs
 from deepspeech2.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,9 @@ class AcousticOutputs:
 
     log_probs: list[np.ndarray | None]  # per utterance `(output_steps, vocab_size)` float32; None: unreadable
     skipped: list[tuple[int, str]]  # (index in the list, why) for each utterance whose audio couldn't be read
+    audio_seconds: float = 0.0  # audio of the readable utterances
+    load_seconds: float = 0.0  # wall time reading and resampling audio
+    model_seconds: float = 0.0  # wall time in features, normalization and the acoustic model
 
     @property
     def num_ok(self) -> int:
@@ -61,19 +65,25 @@ def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_siz
         raise ValueError(f"`batch_size` must be >= 1, got {batch_size!r}")
     out: list[np.ndarray | None] = [None] * len(utterances)
     skipped: list[tuple[int, str]] = []
+    forward = acoustic_model(bundle)
+    audio = load_time = model_time = 0.0
     order = sorted(range(len(utterances)), key=lambda i: utterances[i].duration)
     rate = bundle.feature_config.sample_rate
     bar = tqdm(total=len(utterances), desc="acoustic model", unit="utt", disable=not progress)
     for start in range(0, len(order), batch_size):
         waves, indices = [], []
+        t0 = time.perf_counter()
         for i in order[start:start + batch_size]:
             u = utterances[i]
             try:
-                waves.append(load_audio(u.audio_filepath, offset=u.offset, duration=u.duration, sample_rate=rate))
+                # A whole-file line reads the whole file; a segment (offset set, even 0) its own span.
+                waves.append(load_audio(u.audio_filepath, offset=u.offset,
+                                        duration=u.duration if u.offset is not None else None, sample_rate=rate))
                 indices.append(i)
             except (ValueError, FileNotFoundError) as e:
                 logger.warning("skipping utterance %d: %s", i, e)
                 skipped.append((i, str(e)))
+        load_time += time.perf_counter() - t0
         bar.update(len(order[start:start + batch_size]))
         if not waves:
             continue
@@ -81,15 +91,30 @@ def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_siz
         batch = np.zeros((len(waves), lengths.max()), np.float32)
         for k, w in enumerate(waves):
             batch[k, :len(w)] = w
-        features, frames = featurize(batch, lengths, bundle.feature_config, bundle.normalizer)
-        lp, steps = model_log_probs(bundle.model, features, frames)
-        lp, steps = np.asarray(lp, np.float32), np.asarray(steps)
+        t0 = time.perf_counter()
+        lp, steps = (np.asarray(x) for x in forward(batch, lengths))
+        model_time += time.perf_counter() - t0
+        audio += float(lengths.sum()) / rate
         for k, i in enumerate(indices):
             out[i] = lp[k, :steps[k]]
     bar.close()
     if skipped:
         logger.warning("%d of %d utterances skipped: their audio could not be read", len(skipped), len(utterances))
-    return AcousticOutputs(log_probs=out, skipped=skipped)
+    return AcousticOutputs(log_probs=out, skipped=skipped, audio_seconds=audio, load_seconds=load_time,
+                           model_seconds=model_time)
+
+
+def acoustic_model(bundle: Bundle):
+    """`(waveforms (batch, samples) float32, lengths (batch,) int32) -> (log_probs, output_lengths)`: the
+    bundle's features, normalization and model as one graph, traced once for every batch shape."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None], tf.int32)])
+    def forward(waveforms, lengths):
+        features, frames = featurize(waveforms, lengths, bundle.feature_config, bundle.normalizer)
+        outputs = bundle.model({"features": features, "feature_lengths": frames}, training=False)
+        return tf.nn.log_softmax(outputs["logits"]), outputs["output_lengths"]
+
+    return forward
 
 
 @dataclass(frozen=True)
@@ -138,3 +163,44 @@ def manifest_log_probs(model_dir: str | os.PathLike, manifest: str | os.PathLike
                            references=[" ".join(utterances[i].text.split()) for i in ok],
                            utterances=[utterances[i] for i in ok], vocab=bundle.vocab,
                            num_skipped=len(outputs.skipped))
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """One input's transcript, or why it has none."""
+
+    source: str  # the audio file (or manifest line's file)
+    text: str | None  # None: the audio couldn't be read
+    error: str | None = None  # why not
+    reference: str | None = None  # the manifest's transcript, when transcribing manifest lines
+
+
+def transcribe(bundle: Bundle, utterances: Sequence[Utterance], decoder, batch_size: int = 16,
+               progress: bool = False) -> list[Transcript]:
+    """Transcribe utterances (audio files as `Utterance`s, or manifest lines) with a `deepspeech2.decode.Decoder`.
+
+    An input whose audio can't be read gets its error instead of a transcript; the others are still
+    transcribed. Results come in the input order.
+    """
+    acoustic = compute_log_probs(bundle, utterances, batch_size, progress=progress)
+    ok = [i for i, lp in enumerate(acoustic.log_probs) if lp is not None]
+    texts = dict(zip(ok, decoder.decode_utterances([acoustic.log_probs[i] for i in ok]))) if ok else {}
+    errors = dict(acoustic.skipped)
+    return [Transcript(u.audio_filepath, texts.get(i), errors.get(i), u.text or None)
+            for i, u in enumerate(utterances)]
+
+
+def file_utterances(paths: Sequence[str | os.PathLike]) -> list[Utterance]:
+    """Audio files as whole-file utterances (no transcript). Their duration orders the batches; a file
+    whose header can't be read gets 0 and its error shows when it is decoded."""
+    from deepspeech2.audio import audio_info
+
+    out = []
+    for p in paths:
+        try:
+            rate, _, frames = audio_info(p)
+            seconds = frames / rate
+        except (ValueError, FileNotFoundError):
+            seconds = 0.0
+        out.append(Utterance(str(p), seconds, ""))
+    return out

@@ -47,7 +47,8 @@ from deepspeech2.data.shards import load_index, read_shards
 from deepspeech2.features import FeatureConfig
 from deepspeech2.fileio import exclusive_lock
 from deepspeech2.metrics import cer, wer
-from deepspeech2.model import ModelConfig, build_model, greedy_decode
+from deepspeech2.decode import greedy_decode
+from deepspeech2.model import ModelConfig, build_model
 from deepspeech2.normalizer import Normalizer
 from deepspeech2.vocab import Vocabulary
 

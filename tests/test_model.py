@@ -12,7 +12,7 @@ import tensorflow as tf
 from keras import ops
 
 from deepspeech2.model import (DS1, DS2_SMALL, PRESETS, TINY, BatchNormRNN, ConvFrontEnd, FullyConnected, KerasGRU,
-                               ModelConfig, RowConv, SequenceBatchNorm, build_model, ctc_loss, greedy_decode,
+                               ModelConfig, RowConv, SequenceBatchNorm, build_model, ctc_loss,
                                gru_recurrence, log_probs, lstm_recurrence, output_length, predict_log_probs, preset,
                                rnn_recurrence)
 
@@ -466,12 +466,6 @@ def test_ctc_loss_matches_tf_reference():
     sparse = tf.sparse.from_dense(labels)  # the reference is TF's C++ kernel (sparse labels)
     reference = tf.nn.ctc_loss(sparse, logits, None, logit_lengths, logits_time_major=False, blank_index=0)
     np.testing.assert_allclose(ctc_loss(labels, label_lengths, logits, logit_lengths), reference, rtol=1e-4)
-
-
-def test_greedy_decode_collapses_repeats_and_drops_blanks():
-    ids = np.array([[1, 1, 0, 1, 2, 2, 0, 0, 3], [0, 4, 4, 4, 0, 4, 5, 5, 5]])
-    log_probs_ = np.log(np.eye(6)[ids] * 0.9 + 0.01)
-    assert greedy_decode(log_probs_, [9, 6]) == [[1, 1, 2, 3], [4, 4]]
 
 
 # ------------------------------------------------------------------------------------------ JAX backend

@@ -1,8 +1,7 @@
-"""CTC loss and greedy decoding with the project's vocabulary convention: id 0 is the CTC blank."""
+"""CTC loss with the project's vocabulary convention: id 0 is the CTC blank (decoding: `deepspeech2.decode`)."""
 
 from __future__ import annotations
 
-import numpy as np
 from keras import ops
 
 from deepspeech2.vocab import BLANK_ID
@@ -27,23 +26,3 @@ def ctc_loss(labels, label_lengths, logits, logit_lengths):
     # Keras calls the blank `mask_index`.
     return ops.ctc_loss(ops.cast(labels, "int32"), ops.cast(logits, "float32"), ops.cast(label_lengths, "int32"),
                         ops.cast(logit_lengths, "int32"), mask_index=BLANK_ID)
-
-
-def greedy_decode(log_probs, lengths) -> list[list[int]]:
-    """Best-path decoding: argmax per step over the valid steps, merge repeats, drop blanks.
-
-    Args:
-        log_probs: `(batch, time, vocab_size)` scores (any monotonic transform of probabilities).
-        lengths: `(batch,)` valid steps.
-
-    Returns:
-        One list of label ids per utterance.
-    """
-    best = np.argmax(ops.convert_to_numpy(log_probs), axis=-1)  # (B, T)
-    results = []
-    for ids, length in zip(best, ops.convert_to_numpy(lengths)):
-        ids = ids[:length]
-        keep = np.ones(len(ids), bool)
-        keep[1:] = ids[1:] != ids[:-1]
-        results.append([int(i) for i in ids[keep] if i != BLANK_ID])
-    return results

@@ -1,0 +1,39 @@
+"""The decoder flags ds2-eval, ds2-infer and ds2-tune share, and the DecoderConfig they make."""
+
+from absl import flags
+
+from deepspeech2.decode import DecoderConfig
+
+D = DecoderConfig
+
+
+def define_flags(kind: str | None) -> None:
+    """Define the decoder flags in the calling command; `kind` None leaves out --decoder (ds2-tune: always beam)."""
+    if kind is not None:
+        flags.DEFINE_enum("decoder", kind, ["greedy", "beam"], "greedy (best path) or beam (prefix beam search, "
+                          "with the KenLM model given by --lm).")
+    flags.DEFINE_string("lm", None, "KenLM model (.arpa or binary; a binary needs its .unigrams.txt beside it).")
+    flags.DEFINE_string("unigrams", None, "The LM's word list, if not <lm stem>.unigrams.txt.")
+    flags.DEFINE_integer("beam_size", D.beam_size, "Beam size.")
+    if kind is not None:
+        flags.DEFINE_float("alpha", D.alpha, "LM weight (tune it with ds2-tune).")
+        flags.DEFINE_float("beta", D.beta, "Word insertion bonus (tune it with ds2-tune).")
+    flags.DEFINE_float("cutoff_prob", D.cutoff_prob, "DS2 pruning: cumulative probability per frame (1: off).")
+    flags.DEFINE_integer("cutoff_top_n", D.cutoff_top_n, "DS2 pruning: at most this many tokens per frame.")
+    flags.DEFINE_float("token_min_logp", D.token_min_logp, "Skip tokens below this log-probability.")
+    flags.DEFINE_float("beam_prune_logp", D.beam_prune_logp, "Drop beams this far below the best one.")
+    if kind is not None:  # ds2-tune parallelizes over grid points instead (its --num_workers)
+        flags.DEFINE_integer("decode_workers", D.num_workers, "Decoding processes; 0: one per CPU core.")
+
+
+def config(values: flags.FlagValues) -> DecoderConfig:
+    """The DecoderConfig of the parsed flags (ValueError on bad combinations)."""
+    kind = values["decoder"].value if "decoder" in values else "beam"
+    beam = kind == "beam"
+    return DecoderConfig(kind=kind, beam_size=values.beam_size,
+                         alpha=values["alpha"].value if "alpha" in values else D.alpha,
+                         beta=values["beta"].value if "beta" in values else D.beta,
+                         cutoff_prob=values.cutoff_prob, cutoff_top_n=values.cutoff_top_n,
+                         token_min_logp=values.token_min_logp, beam_prune_logp=values.beam_prune_logp,
+                         lm_path=values.lm if beam else None, unigrams_path=values.unigrams if beam else None,
+                         num_workers=values["decode_workers"].value if "decode_workers" in values else D.num_workers)

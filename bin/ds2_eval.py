@@ -1,0 +1,67 @@
+r"""Evaluate a trained model on manifests: WER and CER with substitutions, deletions and insertions.
+
+    ds2-eval --model_dir runs/tiny/model --manifest data/tiny/test.clean.jsonl
+    ds2-eval --model_dir runs/tiny/model --manifest data/tiny/test.clean.jsonl --decoder beam \
+        --lm data/tiny/lm/tiny3.bin --alpha 0.5 --beta 2 --group_by speaker --report runs/tiny/eval.json
+    ds2-eval --model_dir runs/chime/model --manifest data/chime4/et05_real.jsonl --group_by environment
+
+Reads the manifests the importers write (offsets honoured), runs the model in batches sorted by length,
+decodes greedily or with the beam search and an LM, and prints the totals, a table per --group_by key
+(any manifest key) and the real-time factor (features + acoustic model, and decoder). Audio that can't be
+read is skipped and reported. --report writes every utterance's reference, hypothesis and errors, the
+totals, the groups, the decoder settings and the timing as JSON.
+"""
+
+import sys
+
+from absl import flags
+
+try:
+    from . import _decoding
+except ImportError:  # python bin/ds2_eval.py
+    import _decoding
+
+flags.DEFINE_string("model_dir", None, "Model bundle folder (a ds2-train workdir's model/).")
+flags.DEFINE_list("manifest", None, "Manifest(s) to evaluate, comma-separated (their utterances are pooled).")
+_decoding.define_flags(kind="greedy")
+flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
+flags.DEFINE_list("group_by", [], "Manifest keys to break the results down by (speaker, environment, accent...).")
+flags.DEFINE_integer("batch_size", 16, "Utterances per acoustic-model call.")
+flags.DEFINE_integer("max_utterances", 0, "Evaluate only the first N utterances; 0: all.")
+flags.DEFINE_string("report", "", "Write the JSON report here.")
+flags.DEFINE_integer("examples", 3, "Reference/hypothesis pairs to print.")
+flags.mark_flags_as_required(["model_dir", "manifest"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    if len(argv) > 1:
+        sys.exit(f"ds2-eval: error: unexpected arguments {argv[1:]}; give manifests with --manifest")
+    try:
+        from deepspeech2.decode.beam import check_lm_files
+        from deepspeech2.evaluate import EvalConfig, evaluate, format_report
+
+        decoder = _decoding.config(FLAGS)
+        check_lm_files(decoder)
+        config = EvalConfig(model_dir=FLAGS.model_dir, manifests=tuple(FLAGS.manifest), decoder=decoder,
+                            group_by=tuple(FLAGS.group_by), batch_size=FLAGS.batch_size,
+                            max_utterances=FLAGS.max_utterances, report_path=FLAGS.report)
+        report = evaluate(config)
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"ds2-eval: error: {e}")
+    print(format_report(report, FLAGS.examples))
+    if FLAGS.report:
+        print(f"wrote {FLAGS.report}")
+
+
+def run():
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
+
+
+if __name__ == "__main__":
+    run()

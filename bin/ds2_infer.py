@@ -1,0 +1,77 @@
+r"""Transcribe audio files (or lines of a manifest) with a trained model.
+
+    ds2-infer --model_dir runs/tiny/model recording.wav other.flac
+    ds2-infer --model_dir runs/tiny/model --decoder beam --lm data/tiny/lm/tiny3.bin --alpha 0.5 --beta 2 *.wav
+    ds2-infer --model_dir runs/tiny/model --manifest data/tiny/test.clean.jsonl --num_samples 5
+
+Any format soundfile reads (WAV, FLAC, OGG, MP3...), resampled to the model's rate and downmixed to mono.
+Prints one `FILE<TAB>transcript` line per input, in order; for manifest lines the reference follows on
+its own line. A file that can't be read gets `FILE<TAB>error: ...` and the others are still transcribed;
+the exit status is 1 if any input failed.
+"""
+
+import sys
+
+from absl import flags
+
+try:
+    from . import _decoding
+except ImportError:  # python bin/ds2_infer.py
+    import _decoding
+
+flags.DEFINE_string("model_dir", None, "Model bundle folder (a ds2-train workdir's model/).")
+flags.DEFINE_string("manifest", None, "Transcribe lines of this manifest instead of files.")
+flags.DEFINE_integer("num_samples", 0, "With --manifest: N random lines; 0: all.")
+flags.DEFINE_integer("seed", 0, "Seed of the --num_samples draw.")
+_decoding.define_flags(kind="greedy")
+flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
+flags.DEFINE_integer("batch_size", 16, "Utterances per acoustic-model call.")
+flags.mark_flags_as_required(["model_dir"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    files = argv[1:]
+    if bool(files) == bool(FLAGS.manifest):
+        sys.exit("ds2-infer: error: give audio files, or --manifest (not both)")
+    try:
+        import numpy as np
+
+        from deepspeech2.bundle import load_bundle
+        from deepspeech2.data.manifest import read_manifest
+        from deepspeech2.decode import Decoder
+        from deepspeech2.decode.beam import check_lm_files
+        from deepspeech2.inference import file_utterances, transcribe
+
+        decoder_config = _decoding.config(FLAGS)
+        check_lm_files(decoder_config)
+        bundle = load_bundle(FLAGS.model_dir)
+        if FLAGS.manifest:
+            utterances = read_manifest(FLAGS.manifest)
+            if 0 < FLAGS.num_samples < len(utterances):
+                keep = np.random.default_rng(FLAGS.seed).choice(len(utterances), FLAGS.num_samples, replace=False)
+                utterances = [utterances[i] for i in sorted(keep)]
+        else:
+            utterances = file_utterances(files)
+        with Decoder(decoder_config, bundle.vocab) as decoder:
+            results = transcribe(bundle, utterances, decoder, FLAGS.batch_size)
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"ds2-infer: error: {e}")
+    for r in results:
+        print(f"{r.source}\t{r.text}" if r.text is not None else f"{r.source}\terror: {r.error}")
+        if r.reference is not None:
+            print(f"  (reference: {r.reference})")
+    sys.exit(1 if any(r.text is None for r in results) else 0)
+
+
+def run():
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
+
+
+if __name__ == "__main__":
+    run()

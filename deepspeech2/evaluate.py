@@ -1,0 +1,217 @@
+"""Evaluation (`ds2-eval`): decode manifests with a trained model bundle and score them against their
+transcripts.
+
+    manifests -> audio -> features -> acoustic model (`deepspeech2.inference`, batched by length)
+              -> decoder (`deepspeech2.decode`: greedy or beam search with a KenLM model)
+              -> WER and CER with substitution, deletion and insertion counts (jiwer)
+
+The report holds every utterance's reference, hypothesis and errors, the totals, the same figures per
+group of any manifest key (`speaker`, `environment` for CHiME-4, an accent...: the per-group tables DS2
+shows for VoxForge accents and CHiME noise), the decoder's settings, and the real-time factor split
+into audio loading, features + acoustic model, and decoding. Utterances whose audio can't be read are
+skipped, listed with the reason and counted in the totals.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jiwer
+from tqdm import tqdm
+
+from deepspeech2.bundle import load_bundle
+from deepspeech2.data.manifest import Utterance, read_manifest
+from deepspeech2.decode import Decoder, DecoderConfig
+from deepspeech2.fileio import write_json
+from deepspeech2.inference import compute_log_probs
+
+logger = logging.getLogger(__name__)
+
+DECODE_CHUNK = 64  # utterances per decoder call (the progress bar's step)
+NO_GROUP = "(none)"  # the group of a line that lacks the `group_by` key
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What `evaluate` scores, and how."""
+
+    model_dir: str  # a model bundle (a ds2-train workdir's model/)
+    manifests: tuple[str, ...]  # JSON-lines manifests to score (their utterances are pooled)
+    decoder: DecoderConfig = field(default_factory=lambda: DecoderConfig(kind="greedy"))
+    group_by: tuple[str, ...] = ()  # manifest keys to break the totals down by (speaker, environment, ...)
+    batch_size: int = 16  # utterances per acoustic-model call
+    max_utterances: int = 0  # > 0: score only the first N utterances of the pooled manifests
+    report_path: str = ""  # where to write the JSON report ("" = none)
+    progress: bool = True  # progress bars
+
+    def __post_init__(self):
+        if not self.manifests:
+            raise ValueError("`manifests` is empty; give at least one manifest to evaluate")
+        if self.batch_size < 1:
+            raise ValueError(f"`batch_size` must be >= 1, got {self.batch_size!r}")
+        if self.max_utterances < 0:
+            raise ValueError(f"`max_utterances` must be >= 0 (0: all), got {self.max_utterances!r}")
+
+
+def score(references: Sequence[str], hypotheses: Sequence[str], spaced: bool = True) -> dict:
+    """Corpus WER and CER with their edit counts (jiwer).
+
+    Args:
+        references, hypotheses: transcripts, pairwise.
+        spaced: the language separates words with spaces (English). Without (Mandarin) the CER ignores
+            spaces and the WER counts characters as words.
+
+    Returns:
+        `wer`, `cer`, and `words`/`chars` (reference counts) with `word_substitutions`, `word_deletions`,
+        `word_insertions` and the `char_*` counterparts.
+    """
+    refs, hyps = list(references), list(hypotheses)
+    if not refs:
+        return {"utterances": 0, "wer": None, "cer": None}
+    if not spaced:
+        refs, hyps = [" ".join(r.replace(" ", "")) for r in refs], [" ".join(h.replace(" ", "")) for h in hyps]
+    words = jiwer.process_words(refs, hyps)
+    chars = jiwer.process_characters([r.replace(" ", "") for r in refs] if not spaced else refs,
+                                     [h.replace(" ", "") for h in hyps] if not spaced else hyps)
+    out = {"utterances": len(refs)}
+    for name, m in (("word", words), ("char", chars)):
+        total = m.hits + m.substitutions + m.deletions
+        out.update({f"{name}s": total, f"{name}_substitutions": m.substitutions, f"{name}_deletions": m.deletions,
+                    f"{name}_insertions": m.insertions})
+        out["wer" if name == "word" else "cer"] = (m.substitutions + m.deletions + m.insertions) / max(total, 1)
+    return out
+
+
+def evaluate(config: EvalConfig) -> dict:
+    """Decode and score `config.manifests`; returns the report (also written to `config.report_path`).
+
+    Raises:
+        FileNotFoundError: the bundle, a manifest or the LM is missing.
+        ValueError: a bad manifest or bundle, or no utterance whose audio could be read.
+    """
+    bundle = load_bundle(config.model_dir)
+    utterances: list[Utterance] = []
+    for manifest in config.manifests:
+        utterances += read_manifest(manifest)
+    if config.max_utterances:
+        utterances = utterances[:config.max_utterances]
+    if not utterances:
+        raise ValueError(f"the manifests {list(config.manifests)} hold no utterances")
+    for key in config.group_by:
+        if not any(_key(u, key) != NO_GROUP for u in utterances):
+            raise ValueError(f"`group_by` key {key!r} appears in no manifest line; keys there: "
+                             f"{sorted(_keys(utterances))}")
+
+    acoustic = compute_log_probs(bundle, utterances, config.batch_size, progress=config.progress)
+    ok = [i for i, lp in enumerate(acoustic.log_probs) if lp is not None]
+    if not ok:
+        raise ValueError(f"none of the {len(utterances)} utterances' audio could be read (first problem: "
+                         f"{acoustic.skipped[0][1]})")
+    hypotheses: list[str] = []
+    t0 = time.perf_counter()
+    with Decoder(config.decoder, bundle.vocab) as decoder:
+        bar = tqdm(total=len(ok), desc="decode", unit="utt", disable=not config.progress)
+        for start in range(0, len(ok), DECODE_CHUNK):
+            chunk = [acoustic.log_probs[i] for i in ok[start:start + DECODE_CHUNK]]
+            hypotheses += decoder.decode_utterances(chunk)
+            bar.update(len(chunk))
+        bar.close()
+    decode_seconds = time.perf_counter() - t0
+
+    spaced = " " in bundle.vocab.chars  # English separates words; Mandarin (a character vocabulary) doesn't
+    scored = [utterances[i] for i in ok]
+    references = [" ".join(u.text.split()) for u in scored]
+    per_utterance = []
+    for u, ref, hyp in zip(scored, references, hypotheses):
+        s = score([ref], [hyp], spaced)
+        per_utterance.append({"audio_filepath": u.audio_filepath, "offset": u.offset, "duration": u.duration,
+                              "reference": ref, "hypothesis": hyp,
+                              "word_errors": s["word_substitutions"] + s["word_deletions"] + s["word_insertions"],
+                              "words": s["words"],
+                              "char_errors": s["char_substitutions"] + s["char_deletions"] + s["char_insertions"],
+                              "chars": s["chars"],
+                              **{key: _key(u, key) for key in config.group_by}})
+    totals = score(references, hypotheses, spaced)
+    audio = acoustic.audio_seconds
+    report = {
+        "model_dir": str(config.model_dir),
+        "manifests": [str(m) for m in config.manifests],
+        "decoder": config.decoder.to_dict(),
+        "language_spaced": spaced,
+        "totals": {**totals, "skipped": len(acoustic.skipped), "scored": len(ok)},
+        "groups": {key: _groups(per_utterance, references, hypotheses, key, spaced) for key in config.group_by},
+        "timing": {
+            "audio_seconds": round(audio, 3),
+            "load_seconds": round(acoustic.load_seconds, 3),
+            "acoustic_seconds": round(acoustic.model_seconds, 3),
+            "decode_seconds": round(decode_seconds, 3),
+            "rtf_acoustic": acoustic.model_seconds / audio if audio else None,  # features + acoustic model
+            "rtf_decode": decode_seconds / audio if audio else None,
+            "rtf_total": (acoustic.load_seconds + acoustic.model_seconds + decode_seconds) / audio if audio else None,
+        },
+        "skipped": [{"audio_filepath": utterances[i].audio_filepath, "reason": why} for i, why in acoustic.skipped],
+        "utterances": per_utterance,
+    }
+    if config.report_path:
+        write_json(config.report_path, report)
+    return report
+
+
+def format_report(report: dict, examples: int = 0) -> str:
+    """The report as the text ds2-eval prints: totals, per-group tables, timing."""
+    t, tm = report["totals"], report["timing"]
+    decoder = report["decoder"]
+    how = "greedy" if decoder["kind"] == "greedy" else (
+        f"beam {decoder['beam_size']}" + (f", LM {Path(decoder['lm_path']).name} alpha {decoder['alpha']:g} "
+                                          f"beta {decoder['beta']:g}" if decoder.get("lm_path") else ", no LM"))
+    lines = [f"{t['scored']} utterances ({tm['audio_seconds'] / 60:.1f} min of audio), {how}"
+             + (f"; {t['skipped']} skipped (unreadable audio, listed in the report)" if t["skipped"] else ""),
+             f"WER {t['wer']:.2%}  ({t['word_substitutions']} sub, {t['word_deletions']} del, "
+             f"{t['word_insertions']} ins / {t['words']} words)",
+             f"CER {t['cer']:.2%}  ({t['char_substitutions']} sub, {t['char_deletions']} del, "
+             f"{t['char_insertions']} ins / {t['chars']} chars)"]
+    for key, groups in report["groups"].items():
+        width = max([len(key)] + [len(g) for g in groups])
+        lines += ["", f"{key:<{width}}  {'utts':>5}  {'WER':>7}  {'CER':>7}"]
+        for name, g in groups.items():
+            lines.append(f"{name:<{width}}  {g['utterances']:>5}  {g['wer']:>7.2%}  {g['cer']:>7.2%}")
+    if tm["rtf_total"] is not None:
+        lines += ["", f"real-time factor {tm['rtf_total']:.4f}: audio loading {tm['load_seconds']:.1f} s, "
+                      f"features + acoustic model {tm['acoustic_seconds']:.1f} s (RTF {tm['rtf_acoustic']:.4f}), "
+                      f"decoder {tm['decode_seconds']:.1f} s (RTF {tm['rtf_decode']:.4f})"]
+    for u in report["utterances"][:examples]:
+        lines += [f"  ref: {u['reference']}", f"  hyp: {u['hypothesis']}"]
+    return "\n".join(lines)
+
+
+def _groups(per_utterance: list[dict], references, hypotheses, key: str, spaced: bool) -> dict:
+    members: dict[str, list[int]] = {}
+    for i, u in enumerate(per_utterance):
+        members.setdefault(u[key], []).append(i)
+    return {name: score([references[i] for i in idx], [hypotheses[i] for i in idx], spaced)
+            for name, idx in sorted(members.items())}
+
+
+def _key(u: Utterance, key: str) -> str:
+    if key in ("speaker", "language"):
+        value = getattr(u, key)
+    else:
+        value = u.extra.get(key)
+    return NO_GROUP if value is None or value == "" else str(value)
+
+
+def _keys(utterances: Sequence[Utterance]) -> set[str]:
+    keys = {k for u in utterances for k in u.extra}
+    return keys | {k for k in ("speaker", "language") if any(getattr(u, k) for u in utterances)}
+
+
+def load_report(path: str | os.PathLike) -> dict:
+    """Read a report written by `evaluate`."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+

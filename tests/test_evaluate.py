@@ -1,0 +1,156 @@
+"""Evaluation and inference: scoring against jiwer, ds2-eval on imported corpora (WSJ, LibriSpeech,
+CHiME-4 by environment, TED-LIUM segments), skipped audio, and ds2-infer."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jiwer
+import numpy as np
+import pytest
+import soundfile as sf
+
+from deepspeech2.audio import load_audio, save_wav
+from deepspeech2.bundle import load_bundle, save_bundle
+from deepspeech2.data import corpora
+from deepspeech2.data.corpora import fixtures
+from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
+from deepspeech2.data.stats import compute_mean_std
+from deepspeech2.decode import DecoderConfig
+from deepspeech2.evaluate import EvalConfig, evaluate, format_report, score
+from deepspeech2.features import FeatureConfig
+from deepspeech2.inference import compute_log_probs
+from deepspeech2.model import TINY, build_model, output_steps
+from deepspeech2.testing import make_manifest
+from deepspeech2.vocab import Vocabulary
+
+VENV_BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def bundle_dir(tmp_path_factory):
+    """A tiny model bundle (untrained weights: these tests check the plumbing and the scoring, not accuracy)."""
+    d = tmp_path_factory.mktemp("bundle")
+    manifest, _ = make_manifest(d, n=4)
+    stats = compute_mean_std([manifest], FeatureConfig())
+    return save_bundle(d / "model", build_model(TINY), TINY, Vocabulary.english(), stats, {"note": "untrained"})
+
+
+def test_score_matches_jiwer_and_hand_counts():
+    refs = ["the cat sat", "on the mat", "a dog"]
+    hyps = ["the bat sat down", "on mat", "a dog"]
+    s = score(refs, hyps)
+    # sub bat/cat, ins down; del the; exact.
+    assert (s["word_substitutions"], s["word_deletions"], s["word_insertions"], s["words"]) == (1, 1, 1, 8)
+    assert s["wer"] == pytest.approx(jiwer.wer(refs, hyps)) == pytest.approx(3 / 8)
+    assert s["cer"] == pytest.approx(jiwer.cer(refs, hyps))
+    zh = score(["我们 好", "你好"], ["我 好", "你好吗"], spaced=False)  # Mandarin: characters, spaces ignored
+    assert zh["cer"] == pytest.approx(2 / 5) and zh["chars"] == 5 and zh["wer"] == zh["cer"]
+
+
+def _check_report(report, references):
+    t = report["totals"]
+    utts = report["utterances"]
+    assert t["scored"] == len(utts) and [u["reference"] for u in utts] == references
+    hyps = [u["hypothesis"] for u in utts]
+    assert t["wer"] == pytest.approx(jiwer.wer(references, hyps))
+    assert sum(u["word_errors"] for u in utts) == t["word_substitutions"] + t["word_deletions"] + t["word_insertions"]
+    assert sum(u["chars"] for u in utts) == t["chars"]
+    for groups in report["groups"].values():
+        assert sum(g["utterances"] for g in groups.values()) == t["scored"]
+        assert sum(g["words"] for g in groups.values()) == t["words"]
+    tm = report["timing"]
+    assert tm["audio_seconds"] > 0 and tm["rtf_total"] >= tm["rtf_acoustic"] > 0
+
+
+@pytest.mark.parametrize("name", ["librispeech", "wsj", "chime4", "tedlium"])
+def test_eval_on_imported_corpora(tmp_path, bundle_dir, name):
+    make, prepare = {"librispeech": (fixtures.make_librispeech, corpora.prepare_librispeech),
+                     "wsj": (fixtures.make_wsj, corpora.prepare_wsj),
+                     "chime4": (fixtures.make_chime4, corpora.prepare_chime4),
+                     "tedlium": (fixtures.make_tedlium, corpora.prepare_tedlium)}[name]
+    fx = make(tmp_path / "corpus")
+    manifests = prepare(fx.corpus_dir, tmp_path / "out", num_workers=2, **fx.prepare_kwargs)
+    split = sorted(manifests)[0]
+    group_by = ("environment",) if name == "chime4" else ("speaker",)
+    report = evaluate(EvalConfig(str(bundle_dir), (str(tmp_path / "out" / f"{split}.jsonl"),), group_by=group_by,
+                                 report_path=str(tmp_path / "report.json"), progress=False))
+    utts = read_manifest(tmp_path / "out" / f"{split}.jsonl")
+    _check_report(report, [" ".join(u.text.split()) for u in utts])
+    assert json.loads((tmp_path / "report.json").read_text())["totals"] == report["totals"]
+    if name == "chime4":
+        assert set(report["groups"]["environment"]) <= {"bus", "caf", "ped", "str"}
+        assert set(report["groups"]["environment"]) == {u.extra["environment"] for u in utts}
+    assert "WER" in format_report(report)
+
+
+def test_segments_are_cut_at_their_offset(tmp_path, bundle_dir):
+    bundle = load_bundle(bundle_dir)
+    wav = np.random.default_rng(0).normal(scale=0.1, size=16000 * 5).astype(np.float32)
+    save_wav(tmp_path / "talk.wav", wav)
+    utts = [Utterance(str(tmp_path / "talk.wav"), 1.0, "a", offset=0.0),  # a segment at 0 is not the file
+            Utterance(str(tmp_path / "talk.wav"), 1.5, "b", offset=2.0),
+            Utterance(str(tmp_path / "talk.wav"), 5.0, "c")]
+    out = compute_log_probs(bundle, utts, progress=False)
+    for u, lp in zip(utts, out.log_probs):
+        assert len(lp) == output_steps(TINY, FeatureConfig(), int(round(u.duration * 16000)))
+    # The segment's outputs are those of its own samples.
+    alone = np.asarray(wav[32000:56000])
+    save_wav(tmp_path / "seg.wav", alone)
+    ref = compute_log_probs(bundle, [Utterance(str(tmp_path / "seg.wav"), 1.5, "b")], progress=False)
+    np.testing.assert_allclose(out.log_probs[1], ref.log_probs[0], atol=1e-4)
+
+
+def test_bad_audio_is_skipped_and_counted(tmp_path, bundle_dir):
+    manifest, utts = make_manifest(tmp_path, n=3)
+    (tmp_path / "broken.wav").write_bytes(b"RIFF....not audio")
+    write_manifest(tmp_path / "m.jsonl", utts + [Utterance(str(tmp_path / "missing.wav"), 1.0, "gone"),
+                                                 Utterance(str(tmp_path / "broken.wav"), 1.0, "broken")])
+    report = evaluate(EvalConfig(str(bundle_dir), (str(tmp_path / "m.jsonl"),), progress=False))
+    assert report["totals"]["scored"] == 3 and report["totals"]["skipped"] == 2
+    assert [Path(s["audio_filepath"]).name for s in report["skipped"]] == ["missing.wav", "broken.wav"]
+    with pytest.raises(ValueError, match="none of the 1 utterances' audio could be read"):
+        write_manifest(tmp_path / "bad.jsonl", [Utterance(str(tmp_path / "missing.wav"), 1.0, "gone")])
+        evaluate(EvalConfig(str(bundle_dir), (str(tmp_path / "bad.jsonl"),), progress=False))
+    with pytest.raises(ValueError, match="`group_by` key 'accent' appears in no manifest line"):
+        evaluate(EvalConfig(str(bundle_dir), (str(tmp_path / "m.jsonl"),), group_by=("accent",), progress=False))
+
+
+def test_beam_without_lm_agrees_with_greedy_on_peaky_outputs(tmp_path, bundle_dir):
+    manifest, _ = make_manifest(tmp_path, n=4)
+    greedy = evaluate(EvalConfig(str(bundle_dir), (str(manifest),), progress=False))
+    beam = evaluate(EvalConfig(str(bundle_dir), (str(manifest),), DecoderConfig(beam_size=32, num_workers=1),
+                               progress=False))
+    assert beam["decoder"]["kind"] == "beam" and beam["totals"]["scored"] == greedy["totals"]["scored"] == 4
+
+
+def _cli(name, *args, cwd=None):
+    return subprocess.run([str(VENV_BIN / name), *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                          timeout=300)
+
+
+def test_ds2_eval_and_ds2_infer_agree(tmp_path, bundle_dir):
+    manifest, utts = make_manifest(tmp_path, n=3)
+    out = _cli("ds2-eval", "--model_dir", bundle_dir, "--manifest", manifest, "--report", tmp_path / "r.json",
+               "--group_by", "speaker")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "WER" in out.stdout and "CER" in out.stdout and "spk0" in out.stdout
+    report = json.loads((tmp_path / "r.json").read_text())
+    # A stereo 44.1 kHz copy of the first clip: resampled and downmixed, it reads as the same words.
+    audio = load_audio(utts[0].audio_filepath, sample_rate=44100)
+    sf.write(tmp_path / "stereo.flac", np.stack([audio, audio], axis=1), 44100)
+    (tmp_path / "junk.wav").write_bytes(b"not audio at all")
+    out = _cli("ds2-infer", "--model_dir", bundle_dir, utts[0].audio_filepath, tmp_path / "junk.wav",
+               tmp_path / "stereo.flac")
+    assert out.returncode == 1  # one input failed; the others were transcribed
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3 and "junk.wav\terror: " in lines[1]
+    first = lines[0].split("\t", 1)[1]
+    by_file = {Path(u["audio_filepath"]).name: u["hypothesis"] for u in report["utterances"]}
+    assert first == by_file[Path(utts[0].audio_filepath).name]
+    assert lines[2].startswith(str(tmp_path / "stereo.flac") + "\t") and "error" not in lines[2]
+    bad = _cli("ds2-eval", "--model_dir", bundle_dir, "--manifest", tmp_path / "nope.jsonl")
+    assert bad.returncode != 0
+    [line] = bad.stderr.strip().splitlines()
+    assert line.startswith("ds2-eval: error: ") and "nope.jsonl" in line
