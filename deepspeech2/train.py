@@ -20,6 +20,8 @@ Work directory layout:
     model/         the bundle of the epoch with the best dev WER (DS2 §5; the last epoch without dev data)
     last/          the bundle of the last finished epoch (`deepspeech2.bundle`)
     tensorboard/   train/ and dev/ event files
+    epochs.json    one record per finished epoch: mean train loss, dev WER/CER, time (what the PNG shows)
+    learning_curve.png
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -45,7 +48,7 @@ from deepspeech2.data.augment import parse_augmentation
 from deepspeech2.data.pipeline import PipelineConfig, count_infeasible, make_dataset
 from deepspeech2.data.shards import load_index, read_shards
 from deepspeech2.features import FeatureConfig
-from deepspeech2.fileio import exclusive_lock
+from deepspeech2.fileio import exclusive_lock, write_json
 from deepspeech2.metrics import cer, wer
 from deepspeech2.decode import greedy_decode
 from deepspeech2.model import ModelConfig, build_model
@@ -57,6 +60,7 @@ logger = logging.getLogger(__name__)
 BENCHMARK_SKIP_STEPS = 10  # steps left out of the final throughput figure (tracing, warm-up)
 MIXED_POLICIES = ("", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adam", "sgd")
+LOG_PROGRESS_SECONDS = 30  # without a terminal, a progress line this often (not a redrawn bar)
 CUDNN_MAX_LABEL_LENGTH = 256  # cuDNN's CTC fails (an unexplained launch failure) on longer label sequences
 FP16_INITIAL_SCALE = 2.0**15  # dynamic loss scaling for mixed_float16, as Keras's LossScaleOptimizer
 FP16_GROWTH_STEPS = 2000  # finite steps in a row before the loss scale doubles
@@ -347,6 +351,10 @@ class Trainer:
                         "epochs_completed": int(self.epoch.numpy())}
         self.timings: list[float] = []
         self.skipped_batches = 0
+        # Epoch records of earlier runs of this workdir (resume), up to the checkpoint's epoch.
+        done = int(self.epoch.numpy())
+        self.epochs = [e for e in _read_epochs(workdir) if e["epoch"] <= done] if self.chief else []
+        self.epoch_loss = [0.0, 0]  # this epoch's (sum, count) of applied steps' losses
 
     # -- the step ---------------------------------------------------------------------------------------
 
@@ -449,9 +457,9 @@ class Trainer:
         benchmark = bool(config.benchmark_batch_size or config.benchmark_max_step)  # log every step
         sorted_epoch = epoch == 0 and self.pipeline.sortagrad
         target = self.sorted_steps if sorted_epoch else int(self.epoch_steps.numpy()) or None
-        bar = keras.utils.Progbar(target, stateful_metrics=["loss", "lr", "ips"],
-                                  verbose=1 if config.verbose == 1 and chief and not benchmark else 0)
+        bar = progress_bar(target, f"epoch {epoch + 1}", config.verbose == 1 and chief and not benchmark)
         bar.update(skip)
+        t_epoch = time.perf_counter()
         if config.verbose and chief:
             print(f"epoch {epoch + 1}/{config.epochs}" + (f" (resuming at batch {skip})" if skip else "")
                   + (" [SortaGrad: sorted by duration]" if sorted_epoch else ""))
@@ -484,6 +492,7 @@ class Trainer:
                 ips = n_utts / dt
                 self.timings.append(ips)
                 self.history["loss"].append(loss)
+                self.epoch_loss = [self.epoch_loss[0] + loss, self.epoch_loss[1] + 1]
                 self.history["lr"].append(lr)
                 self.history["grad_norm"].append(grad_norm)
                 bar.update(int(self.position.numpy()), [("loss", loss), ("lr", lr), ("ips", ips)])
@@ -501,6 +510,7 @@ class Trainer:
                 return True
         bar.update(int(self.position.numpy()), finalize=True)  # ends the bar's line: results go on their own
         self.epoch_steps.assign(self.position)
+        self.epoch_seconds = time.perf_counter() - t_epoch
         return False
 
     def _log_step(self, epoch, step, loss, lr, grad_norm, dt, ips, benchmark):
@@ -540,6 +550,14 @@ class Trainer:
             self._save(self.workdir / "last")
             if dev_wer is None or dev_wer < float(self.best_wer.numpy()):
                 self._save(self.workdir / "model")
+            loss_sum, count = self.epoch_loss
+            self.epochs.append({"epoch": epoch + 1, "step": step, "train_loss": loss_sum / count if count else None,
+                                "dev_wer": dev_wer, "dev_cer": self.history["dev_cer"][-1] if dev_wer is not None
+                                else None, "seconds": round(getattr(self, "epoch_seconds", 0.0), 1),
+                                "learning_rate": learning_rate(config, step, epoch)})
+            write_json(self.workdir / "epochs.json", self.epochs)
+            plot_learning_curve(self.epochs, self.workdir / "learning_curve.png")
+        self.epoch_loss = [0.0, 0]
         if dev_wer is not None:
             self.best_wer.assign(min(dev_wer, float(self.best_wer.numpy())))
         self.epoch.assign_add(1)
@@ -581,3 +599,81 @@ def _audio_summary(shard_dirs, augmentation, sample_rate: int) -> None:
     record = next(iter(read_shards([str(Path(shard_dirs[0]) / load_index(shard_dirs[0])["shards"][0]["path"])])))
     wav, length = augmentation.apply_waveform(record["audio"], record["num_samples"])
     tf.summary.audio("augmented_example", wav[None, :length, None], sample_rate, max_outputs=1)
+
+
+def _read_epochs(workdir: Path) -> list[dict]:
+    path = workdir / "epochs.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    except json.JSONDecodeError:
+        logger.warning("%s is not valid JSON; starting a new one", path)
+        return []
+
+
+class _LineProgress:
+    """Progress for logs (no terminal): one line every LOG_PROGRESS_SECONDS and one at the end, instead of
+    a bar redrawn in place, which a log file keeps as one very long line."""
+
+    def __init__(self, target, name):
+        self.target, self.name = target, name
+        self.start = self.last = time.perf_counter()
+        self.values = {}
+
+    def update(self, current, values=None, finalize=False):
+        self.values.update(values or [])
+        now = time.perf_counter()
+        if not finalize and now - self.last < LOG_PROGRESS_SECONDS:
+            return
+        self.last = now
+        done = f"{current}/{self.target}" if self.target else f"{current}"
+        stats = " ".join(f"{k} {v:.4g}" for k, v in self.values.items())
+        print(f"{self.name}: step {done} {now - self.start:.0f}s {stats}".rstrip(), flush=True)
+
+
+class _NoProgress:
+    def update(self, *args, **kwargs):
+        pass
+
+
+def progress_bar(target: int | None, name: str, show: bool):
+    """Keras's progress bar on a terminal, a line every 30 s in a log, nothing when not `show`."""
+    if not show:
+        return _NoProgress()
+    if sys.stdout.isatty():
+        return keras.utils.Progbar(target, stateful_metrics=["loss", "lr", "ips"])
+    return _LineProgress(target, name)
+
+
+def plot_learning_curve(epochs: list[dict], png: str | Path) -> None:
+    """Train loss and dev WER/CER per epoch, as a PNG (written atomically)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from deepspeech2.fileio import atomic_path
+
+    x = [e["epoch"] for e in epochs]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    ax.plot(x, [e["train_loss"] for e in epochs], "o-", color="tab:blue", label="train loss (CTC, mean)")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("train loss", color="tab:blue")
+    ax.set_xticks(x)
+    handles = ax.get_legend_handles_labels()
+    if any(e["dev_wer"] is not None for e in epochs):
+        err = ax.twinx()
+        err.plot(x, [100 * e["dev_wer"] if e["dev_wer"] is not None else None for e in epochs], "s-",
+                 color="tab:red", label="dev WER (greedy)")
+        err.plot(x, [100 * e["dev_cer"] if e["dev_cer"] is not None else None for e in epochs], "^-",
+                 color="tab:orange", label="dev CER (greedy)")
+        err.set_ylabel("dev error rate (%)")
+        err.set_ylim(0, max(100, *(100 * e["dev_wer"] for e in epochs if e["dev_wer"] is not None)))
+        h2 = err.get_legend_handles_labels()
+        handles = (handles[0] + h2[0], handles[1] + h2[1])
+    ax.legend(*handles, loc="upper right", fontsize=8)
+    ax.set_title("learning curve")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    with atomic_path(png) as tmp:
+        fig.savefig(tmp, format="png")
+    plt.close(fig)

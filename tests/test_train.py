@@ -73,6 +73,21 @@ def test_train_two_epochs_writes_bundles(data, tmp_path):
                                result["model"]({"features": x, "feature_lengths": n})["logits"], atol=1e-5)
     events = list((tmp_path / "run" / "tensorboard").rglob("events.out.tfevents.*"))
     assert {p.parent.name for p in events} == {"train", "dev"}
+    epochs = json.loads((tmp_path / "run" / "epochs.json").read_text())
+    assert [e["epoch"] for e in epochs] == [1, 2] and [e["dev_wer"] for e in epochs] == result["dev_wer"]
+    assert epochs[0]["train_loss"] == pytest.approx(np.mean(result["loss"][:4]))
+    assert (tmp_path / "run" / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_progress_in_a_log_is_one_line_at_a_time(capsys):
+    from deepspeech2.train import progress_bar
+
+    bar = progress_bar(100, "epoch 1", show=True)  # pytest's captured stdout is not a terminal
+    for i in range(1, 101):
+        bar.update(i, [("loss", 1.0 / i)])
+    bar.update(100, finalize=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["epoch 1: step 100/100 0s loss 0.01"] and "\r" not in lines[0]
 
 
 def test_model_is_the_best_dev_epoch_and_last_the_last(data, tmp_path, monkeypatch):
