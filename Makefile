@@ -5,11 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DATA ?= data
-TINY := $(DATA)/tiny
 BIN := $(VENV)/bin
-TINY_HOURS ?= 1.0
 
-.PHONY: demo test test-slow deps kenlm clean-venv bench
+.PHONY: test test-slow deps kenlm clean-venv bench
 
 # Apt packages first, then the venv from the pinned lock file. Re-runs are no-ops unless
 # requirements.lock or setup.cfg changed.
@@ -24,19 +22,101 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
-# The main job on the tiny synthetic corpus. For now: the data stage (later: train -> decode -> eval -> export).
-demo: deps
+# ---------------------------------------------------------------------------------------------------
+# The main job on the tiny synthetic corpus, end to end: corpus -> vocabulary, shards, stats -> train ->
+# 3-gram LM -> alpha/beta tuned on dev -> test evaluated greedy and with the LM -> a summary table and
+# results/demo.json. Every stage is a file target, so a re-run reuses finished work (training resumes).
+#   make demo                    the full demo (DEMO_SIZE=full)
+#   make demo DEMO_SIZE=small    a ~3-minute smoke version: a few minutes of audio, the tiny model
+# Knobs: TINY_HOURS (training audio), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM.
+DEMO_SIZE ?= full
+ifeq ($(DEMO_SIZE),full)
+TINY_HOURS ?= 1.0
+DEMO_EPOCHS ?= 20
+DEMO_TRAIN_FLAGS ?=
+DEMO_SUFFIX :=
+DEMO_GRID := --alpha_from 0 --alpha_to 2 --num_alphas 9 --beta_from 0 --beta_to 4 --num_betas 9
+DEMO_BEAM ?= 100
+else ifeq ($(DEMO_SIZE),small)
+TINY_HOURS ?= 0.05
+DEMO_EPOCHS ?= 2
+DEMO_TRAIN_FLAGS ?= --model tiny --batch_size 8 --warmup_steps 10
+DEMO_SUFFIX := -small
+DEMO_GRID := --alpha_from 0 --alpha_to 1 --num_alphas 3 --beta_from 0 --beta_to 2 --num_betas 3
+DEMO_BEAM ?= 16
+else
+$(error DEMO_SIZE must be full or small, got '$(DEMO_SIZE)')
+endif
+TINY := $(DATA)/tiny$(DEMO_SUFFIX)
+RUN := runs/tiny$(DEMO_SUFFIX)
+RES := results/$(DEMO_SIZE)
+LM := $(TINY)/lm/tiny3
+STAGE = @printf '\n==> %s\n' 
+SPLITS := train dev test
+
+.PHONY: demo demo-data demo-summary
+.SECONDARY:  # keep the intermediate files of the pattern rules (clean manifests, reports)
+demo: deps demo-summary
+
+demo-data: $(foreach s,$(SPLITS),$(TINY)/shards/$(s)/index.json) $(TINY)/mean_std.npz $(TINY)/augmentation.json
+
+$(TINY)/train.jsonl: | deps
+	$(STAGE) "[1/7] tiny corpus: $(TINY_HOURS) h of English from espeak-ng and flite voices"
 	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS)
-	$(BIN)/ds2-build-vocab --manifest_paths $(TINY)/train.jsonl --out $(TINY)/vocab.txt
-	@# Bad lines (e.g. speech too fast for CTC at the model's time stride) are dropped and reported, not fatal.
-	for split in train dev test; do \
-		$(BIN)/ds2-prepare validate $(TINY)/$$split.jsonl --vocab $(TINY)/vocab.txt \
-			--write_clean $(TINY)/$$split.clean.jsonl || exit 1; \
-		$(BIN)/ds2-make-shards --manifest $(TINY)/$$split.clean.jsonl --vocab $(TINY)/vocab.txt \
-			--out $(TINY)/shards/$$split --num_shards $$([ $$split = train ] && echo 8 || echo 2) || exit 1; \
-	done
-	$(BIN)/ds2-prepare noise --speech_manifest $(TINY)/train.clean.jsonl --out $(TINY)/noise
-	$(BIN)/ds2-compute-stats --manifest_paths $(TINY)/train.clean.jsonl --feature linear --out $(TINY)/mean_std.npz
+
+$(TINY)/vocab.txt: $(TINY)/train.jsonl
+	$(STAGE) "[2/7] vocabulary, validation, shards, noise and statistics"
+	$(BIN)/ds2-build-vocab --manifest_paths $< --out $@
+
+# Bad lines (e.g. speech too fast for CTC at the model's time stride) are dropped and reported, not fatal.
+$(TINY)/%.clean.jsonl: $(TINY)/vocab.txt
+	$(BIN)/ds2-prepare validate $(TINY)/$*.jsonl --vocab $< --model ds2-small --write_clean $@
+
+$(TINY)/shards/%/index.json: $(TINY)/%.clean.jsonl
+	$(BIN)/ds2-make-shards --manifest $< --vocab $(TINY)/vocab.txt --out $(TINY)/shards/$* \
+		--num_shards $(if $(filter train,$*),8,2)
+
+$(TINY)/noise/rir.jsonl: $(TINY)/train.clean.jsonl
+	$(BIN)/ds2-prepare noise --speech_manifest $< --out $(TINY)/noise
+
+$(TINY)/mean_std.npz: $(TINY)/train.clean.jsonl
+	$(BIN)/ds2-compute-stats --manifest_paths $< --feature linear --out $@
+
+# The example augmentation, pointed at this demo's noise and impulse banks.
+$(TINY)/augmentation.json: examples/augmentation.example.json $(TINY)/noise/rir.jsonl
+	sed 's#data/tiny/noise/#$(TINY)/noise/#g' $< > $@.tmp && mv $@.tmp $@
+
+# Training resumes where it stopped; the stamp records that it finished DEMO_EPOCHS epochs.
+$(RUN)/.trained-$(DEMO_EPOCHS): demo-data
+	$(STAGE) "[3/7] train ($(DEMO_EPOCHS) epochs; progress below, TensorBoard: tensorboard --logdir $(RUN)/tensorboard)"
+	$(BIN)/ds2-train --flagfile=examples/tiny/tiny.flags --workdir=$(RUN) --train_shards=$(TINY)/shards/train \
+		--dev_shards=$(TINY)/shards/dev --vocab=$(TINY)/vocab.txt --mean_std=$(TINY)/mean_std.npz \
+		--augmentation=$(TINY)/augmentation.json --epochs=$(DEMO_EPOCHS) $(DEMO_TRAIN_FLAGS)
+	touch $@
+
+$(LM).bin: $(TINY)/train.jsonl | $(VENV)/bin/lmplz
+	$(STAGE) "[4/7] 3-gram language model from fortunes text without any dev/test sentence"
+	$(BIN)/ds2-build-lm --text_paths $(TINY)/lm_text.txt --out $(LM) --order 3
+
+$(RES)/tune.json: $(RUN)/.trained-$(DEMO_EPOCHS) $(LM).bin
+	$(STAGE) "[5/7] tune alpha and beta on dev (beam search with the LM)"
+	$(BIN)/ds2-tune --model_dir $(RUN)/model --manifest $(TINY)/dev.clean.jsonl --lm $(LM).bin $(DEMO_GRID) --beam_size $(DEMO_BEAM) \
+		--out_json $@ --out_png $(RES)/tune.png
+
+$(RES)/%_greedy.json: $(RUN)/.trained-$(DEMO_EPOCHS)
+	$(STAGE) "[6/7] evaluate $* greedy"
+	$(BIN)/ds2-eval --model_dir $(RUN)/model --manifest $(TINY)/$*.clean.jsonl --group_by speaker --report $@
+
+$(RES)/%_lm.json: $(RES)/tune.json
+	$(STAGE) "[6/7] evaluate $* with the LM (alpha, beta from $<)"
+	$(BIN)/ds2-eval --model_dir $(RUN)/model --manifest $(TINY)/$*.clean.jsonl --decoder beam --lm $(LM).bin --beam_size $(DEMO_BEAM) \
+		--alpha $$($(PY) -c "import json; print(json.load(open('$<'))['best_alpha'])") \
+		--beta $$($(PY) -c "import json; print(json.load(open('$<'))['best_beta'])") --group_by speaker --report $@
+
+demo-summary: $(foreach s,dev test,$(RES)/$(s)_greedy.json $(RES)/$(s)_lm.json)
+	$(STAGE) "[7/7] summary"
+	$(PY) tools/demo_report.py --run $(RUN) --results $(RES) --data $(TINY) --size $(DEMO_SIZE)
+	cp $(RES)/demo.json results/demo.json
 
 test: deps
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)

@@ -1,0 +1,82 @@
+"""The summary at the end of `make demo`: a table of the results, and the same figures in results/demo.json.
+
+    .venv/bin/python tools/demo_report.py --run runs/tiny --results results --data data/tiny
+
+Reads what the demo's stages wrote (the trainer's epochs.json, ds2-tune's JSON, ds2-eval's reports) and
+writes `results/demo.json` with keys a script can read: `test.wer_lm`, `test.cer_lm`, `test.wer_greedy`,
+`test.cer_greedy` (and the same under `dev`), `train.*`, `lm.*`, `rtf.*`, `paths.*`.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from deepspeech2.fileio import write_json  # noqa: E402
+
+
+def _load(path: Path) -> dict:
+    if not path.is_file():
+        sys.exit(f"demo_report: error: `{path}` is missing; run `make demo` to produce it")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
+    epochs = _load(run / "epochs.json")
+    tune = _load(results / "tune.json")
+    summary = {"demo_size": size, "train": {
+        "epochs": len(epochs), "seconds": round(sum(e["seconds"] for e in epochs), 1),
+        "final_train_loss": epochs[-1]["train_loss"], "best_dev_wer_greedy": min(
+            (e["dev_wer"] for e in epochs if e["dev_wer"] is not None), default=None)},
+        "lm": {"alpha": tune["best_alpha"], "beta": tune["best_beta"], "dev_wer_at_best": tune["best_error"],
+               "order": 3}}
+    for split in ("dev", "test"):
+        greedy, lm = _load(results / f"{split}_greedy.json"), _load(results / f"{split}_lm.json")
+        summary[split] = {"utterances": lm["totals"]["scored"], "skipped": lm["totals"]["skipped"],
+                          "wer_greedy": greedy["totals"]["wer"], "cer_greedy": greedy["totals"]["cer"],
+                          "wer_lm": lm["totals"]["wer"], "cer_lm": lm["totals"]["cer"]}
+        if split == "test":
+            summary["rtf"] = {"acoustic": lm["timing"]["rtf_acoustic"], "decoder_lm": lm["timing"]["rtf_decode"],
+                              "decoder_greedy": greedy["timing"]["rtf_decode"], "total_lm": lm["timing"]["rtf_total"]}
+    summary["paths"] = {"tensorboard": str(run / "tensorboard"), "learning_curve": str(run / "learning_curve.png"),
+                        "error_surface": str(results / "tune.png"), "model": str(run / "model"),
+                        "test_report": str(results / "test_lm.json"), "data": str(data)}
+    return summary
+
+
+def format_table(s: dict) -> str:
+    rows = [f"{'':<14}{'WER greedy':>12}{'CER greedy':>12}{'WER + LM':>12}{'CER + LM':>12}"]
+    for split in ("dev", "test"):
+        r = s[split]
+        rows.append(f"{split + ' (' + str(r['utterances']) + ')':<14}{r['wer_greedy']:>12.2%}{r['cer_greedy']:>12.2%}"
+                    f"{r['wer_lm']:>12.2%}{r['cer_lm']:>12.2%}")
+    t = s["train"]
+    return "\n".join(rows + [
+        "",
+        f"training: {t['epochs']} epochs in {t['seconds'] / 60:.1f} min; LM: 3-gram, alpha {s['lm']['alpha']:.3g} "
+        f"beta {s['lm']['beta']:.3g} (tuned on dev)",
+        f"real-time factor on test: acoustic model {s['rtf']['acoustic']:.4f}, beam search + LM "
+        f"{s['rtf']['decoder_lm']:.4f}, all {s['rtf']['total_lm']:.4f}",
+        f"TensorBoard:    tensorboard --logdir {s['paths']['tensorboard']}",
+        f"learning curve: {s['paths']['learning_curve']}",
+        f"error surface:  {s['paths']['error_surface']}",
+        f"per-utterance:  {s['paths']['test_report']}"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run", type=Path, required=True, help="the ds2-train workdir")
+    ap.add_argument("--results", type=Path, required=True, help="where the tune and eval JSONs are")
+    ap.add_argument("--data", type=Path, required=True, help="the demo's data folder")
+    ap.add_argument("--size", default="full", help="DEMO_SIZE, recorded in demo.json")
+    args = ap.parse_args()
+    summary = summarize(args.run, args.results, args.data, args.size)
+    write_json(args.results / "demo.json", summary)
+    print(format_table(summary))
+    print(f"summary:        {args.results / 'demo.json'}")
+
+
+if __name__ == "__main__":
+    main()
