@@ -245,8 +245,21 @@ def test_config_rejects_bad_values(field, value):
 
 
 def test_too_many_speakers_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="`train_speakers` is too large"):
-        prepare_tiny(_config(tmp_path / "x", train_speakers=500))
+    with pytest.raises(ValueError, match="`test_speakers` is too large"):
+        prepare_tiny(_config(tmp_path / "x", test_speakers=200))
+
+
+def test_many_training_speakers_reuse_variants_with_other_accents():
+    speakers = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))
+    train = [s for s in speakers["train"] if s.engine == "espeak-ng"]
+    assert len(speakers["train"]) == 300 and len({s.id for s in speakers["train"]}) == 300
+    pairs = [(s.voice, s.variant) for s in train]
+    variants = {s.variant for s in train}
+    assert len(set(pairs)) == len(pairs)  # every (accent, variant) pair before any repeats
+    assert len(pairs) > len(variants) and len({s.voice for s in train}) > 1
+    held_out = {s.variant for split in ("dev", "test") for s in speakers[split] if s.variant}
+    assert not variants & held_out  # dev and test voices stay unseen
+    assert len({s.word_gap for s in train}) > 1
 
 
 def test_job_parameters_depend_only_on_seed_and_index():

@@ -28,6 +28,7 @@ removed. A failed utterance is skipped, counted in the log and in speakers.json.
 from __future__ import annotations
 
 import bisect
+import collections
 import concurrent.futures
 import dataclasses
 import hashlib
@@ -94,6 +95,7 @@ FLITE_VOICES = {"train": (("kal16", "M", 105.0), ("awb", "M", 110.0)),
 ESPEAK_DEFAULT_WPM = 175
 SPEAKER_RATE = (0.85, 1.15)  # a speaker's base rate factor
 SPEAKER_PITCH = (0.8, 1.25)  # a speaker's base pitch factor
+SPEAKER_WORD_GAP = (0, 4)  # espeak-ng -g: a speaker's extra pause between words, in 10 ms units
 UTT_JITTER = (0.93, 1.07)  # per-utterance factor on both, around the speaker's base
 ESPEAK_AMPLITUDE = (40, 80)  # espeak-ng -a (default 100 clips some variants)
 PEAK_DBFS = (-14.0, -1.0)  # per-utterance output level: peak in dB below full scale
@@ -124,7 +126,8 @@ class TinyCorpusConfig:
     max_words: int = 15  # en: longest sentence, in words
     min_chars: int = 4  # zh: shortest sentence, in characters
     max_chars: int = 20  # zh: longest sentence, in characters
-    train_speakers: int = 40  # speakers in train (en: 2 of them flite voices)
+    train_speakers: int = 40  # speakers in train (en: 2 of them flite voices); beyond the number of training
+    # variants, espeak-ng speakers reuse variants with other accents, rates, pitches and word gaps
     dev_speakers: int = 8  # unseen speakers in dev (en: 1 flite voice)
     test_speakers: int = 8  # unseen speakers in test (en: 1 flite voice)
     use_flite: bool = True  # en: add the flite voices to the speaker pool
@@ -166,6 +169,7 @@ class Speaker:
     rate: float  # base speaking-rate factor (1 = the engine's default)
     pitch: float  # base pitch factor (1 = the voice's default)
     f0: float | None = None  # flite: the voice's mean F0 in Hz that `pitch` scales
+    word_gap: int = 0  # espeak-ng: extra pause between words, in 10 ms units (-g)
 
 
 @dataclass(frozen=True)
@@ -447,9 +451,6 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
     flite = {s: FLITE_VOICES[s] if en and config.use_flite else () for s in SPLITS}
     sizes = {s: getattr(config, f"{s}_speakers") - len(flite[s]) for s in SPLITS}
     variants = _split_variants(female, male, sizes, rng)
-    if len(variants["train"]) < sizes["train"]:
-        raise ValueError(f"`train_speakers` is too large: {len(variants['train'])} espeak-ng variants are left "
-                         f"for training after dev and test, so at most {len(variants['train']) + len(flite['train'])}")
     if en:
         train_accents = [a for a in EN_TRAIN_ACCENTS if a in voices] or ["en-us"]
         rest = [train_accents[i] for i in rng.permutation(len(train_accents))]
@@ -463,12 +464,28 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
         accents = {s: [zh_voice] for s in SPLITS}
     out = {}
     for split in SPLITS:
-        speakers = []
-        for j, (variant, gender) in enumerate(variants[split][:sizes[split]]):
-            voice = accents[split][j % len(accents[split])]
+        # Each variant once, with the split's accents in turn; training can ask for more speakers than it
+        # has variants: then further (accent, variant) pairs, every variant with every accent before any
+        # pair repeats (a repeated pair gets a numbered id and its own rate, pitch and word gap).
+        pool = [(accents[split][j % len(accents[split])], variant, gender)
+                for j, (variant, gender) in enumerate(variants[split])]
+        if split == "train" and sizes[split] > len(pool):
+            pairs = [(a, v, g) for a in accents[split] for v, g in variants[split]]
+            pairs = [pairs[i] for i in rng.permutation(len(pairs))]
+            pool += [p for p in pairs if p not in pool]
+            pool += [pool[j % len(pool)] for j in range(sizes[split] - len(pool))]
+        elif sizes[split] > len(pool):
+            raise ValueError(f"`{split}_speakers` is too large: only {len(pool)} espeak-ng variants are left "
+                             f"for {split} (dev and test never share a variant with training)")
+        speakers, seen = [], collections.Counter()
+        for voice, variant, gender in pool[:sizes[split]]:
             rate, pitch = float(rng.uniform(*SPEAKER_RATE)), float(rng.uniform(*SPEAKER_PITCH))
-            speakers.append(Speaker(id=f"espeak-{voice}-{variant}".lower(), engine="espeak-ng", voice=voice,
-                                    variant=variant, gender=gender, rate=round(rate, 3), pitch=round(pitch, 3)))
+            gap = int(rng.integers(SPEAKER_WORD_GAP[0], SPEAKER_WORD_GAP[1] + 1))
+            name = f"espeak-{voice}-{variant}".lower()
+            seen[name] += 1
+            speakers.append(Speaker(id=name if seen[name] == 1 else f"{name}-{seen[name]}", engine="espeak-ng",
+                                    voice=voice, variant=variant, gender=gender, rate=round(rate, 3),
+                                    pitch=round(pitch, 3), word_gap=gap))
         for name, gender, f0 in flite[split]:
             rate, pitch = float(rng.uniform(*SPEAKER_RATE)), float(rng.uniform(*SPEAKER_PITCH))
             speakers.append(Speaker(id=f"flite-{name}", engine="flite", voice=name, variant=None, gender=gender,
@@ -520,7 +537,7 @@ def _synthesize(job: _Job, espeak: str, flite: str | None) -> tuple[np.ndarray, 
     if sp.engine == "espeak-ng":
         pitch = int(np.clip(round(50 + 100 * math.log2(job.pitch)), 0, 99))  # 0-99 scale, 50 = voice default
         cmd = [espeak, "-v", f"{sp.voice}+{sp.variant}", "-s", str(round(ESPEAK_DEFAULT_WPM * job.rate)),
-               "-p", str(pitch), "-a", str(job.amplitude), "--stdout"]
+               "-p", str(pitch), "-a", str(job.amplitude), "-g", str(sp.word_gap), "--stdout"]
         # The text goes through stdin, so nothing in it can be taken for an option.
         proc = subprocess.run(cmd, input=job.text.encode("utf-8"), capture_output=True, timeout=60)
         if proc.returncode != 0:
