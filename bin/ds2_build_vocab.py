@@ -3,14 +3,17 @@
     ds2-build-vocab --manifest_paths data/tiny/train.jsonl --out data/tiny/vocab.txt [--count_threshold 0]
 
 Ids: 0 is the CTC blank, then space and apostrophe (when present), then the other characters sorted.
+Transcripts should be normalized first (English `[a-z' ]`, Mandarin CJK only): it warns, with examples,
+when they aren't; `ds2-prepare normalize MANIFEST --language en --out OUT` normalizes a manifest. No
+transcripts (an empty manifest) is an error.
 """
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from deepspeech2.data.manifest import read_manifests
-from deepspeech2.vocab import Vocabulary
+from deepspeech2.vocab import Vocabulary, normalization_warning
 
 flags.DEFINE_list("manifest_paths", None, "Comma-separated manifests whose transcripts define the vocabulary.")
 flags.DEFINE_string("out", None, "Vocabulary file to write (one token per line, id order).")
@@ -22,10 +25,15 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     try:
-        vocab = Vocabulary.from_texts((u.text for u in read_manifests(FLAGS.manifest_paths)),
-                                      FLAGS.count_threshold)
+        utts = read_manifests(FLAGS.manifest_paths)
+        if not utts:
+            raise ValueError(f"{FLAGS.manifest_paths} hold no utterances; nothing to build a vocabulary from")
+        vocab = Vocabulary.from_texts((u.text for u in utts), FLAGS.count_threshold)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-build-vocab: error: {e}")
+    warning = normalization_warning([u.text for u in utts], [u.language for u in utts])
+    if warning:
+        print(f"ds2-build-vocab: warning: {warning}", file=sys.stderr)
     vocab.save(FLAGS.out)
     print(f"{FLAGS.out}: {vocab.size} ids (blank=0): {''.join(vocab.chars)!r}")
 

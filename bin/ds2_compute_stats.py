@@ -8,7 +8,7 @@ its features from it.
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from deepspeech2.features import KINDS, FeatureConfig
 from deepspeech2.data.stats import NUM_SAMPLES, compute_mean_std

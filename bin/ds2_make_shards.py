@@ -6,7 +6,7 @@ r"""Write a manifest as TFRecord shards (int16 PCM, text, label ids) plus an ind
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
 from deepspeech2.data.shards import ShardConfig, make_shards
 from deepspeech2.model.config import load_model_config

@@ -1,11 +1,12 @@
-"""Prepare data: synthesize the tiny corpus, import a real corpus, make noise, or validate a manifest.
+"""Prepare data: synthesize the tiny corpus, import a real corpus, make noise, normalize or validate a manifest.
 
     ds2-prepare COMMAND [ARGS] [flags]
 
 commands:
   tiny         synthesize a small corpus with espeak-ng and flite voices (--out; --hours, --seed, --language)
   noise        coloured noise, babble and room impulse responses for augmentation (--out; --speech_manifest)
-  validate     check every line of MANIFEST: audio, duration, text, CTC feasibility (--vocab, --model, --write_clean)
+  validate     check each line of MANIFEST: audio, duration, text, CTC fit (--vocab, --model, --write_clean, --strict)
+  normalize    write MANIFEST with its transcripts normalized, dropping the doubtful ones (--language, --out)
   librispeech  import LibriSpeech: <split>/<spk>/<chapter>/*.flac + *.trans.txt (--corpus_dir, --out)
   voxforge     import VoxForge: per-speaker etc/PROMPTS + wav/ or flac/ (--corpus_dir, --out)
   aishell      import AISHELL-1 (Mandarin): wav/<split>/<spk>/*.wav + transcript/ (--corpus_dir, --out)
@@ -17,31 +18,38 @@ examples:
     ds2-prepare tiny --out data/tiny [--hours 1] [--seed 0] [--language en|zh]
     ds2-prepare noise --out data/tiny/noise --speech_manifest data/tiny/train.jsonl
     ds2-prepare validate MANIFEST [--vocab vocab.txt] [--model ds2-small] [--write_clean clean.jsonl]
+    ds2-prepare normalize MANIFEST --language en --out normalized.jsonl
     ds2-prepare librispeech --corpus_dir LibriSpeech --out data/librispeech
 
 `validate` prints one line per problem and exits 1 if there are any; with --write_clean it writes the
-good lines to that file (and the dropped ones with their reasons next to it) and exits 0. Importers write
-OUT/<split>.jsonl and OUT/<split>.report.json (what was skipped and why).
+good lines to that file (and the dropped ones with their reasons next to it) and exits 0, or 1 when no
+line is usable. What make-shards converts on the fly (another sample rate, stereo) is a warning, not a
+problem, unless --strict. Importers write OUT/<split>.jsonl and OUT/<split>.report.json (what was skipped
+and why).
 """
 
 import sys
 
-from absl import app, flags
+from absl import flags
 
-COMMANDS = ("tiny", "noise", "validate", "librispeech", "voxforge", "aishell", "wsj", "chime4", "tedlium")
+COMMANDS = ("tiny", "noise", "validate", "normalize", "librispeech", "voxforge", "aishell", "wsj", "chime4", "tedlium")
 
-flags.DEFINE_string("out", None, "Output folder (tiny, noise, importers).")
+flags.DEFINE_string("out", None, "Output folder (tiny, noise, importers); the output manifest (normalize).")
 flags.DEFINE_string("corpus_dir", None, "Root of the corpus as distributed (importers).")
 flags.DEFINE_integer("num_workers", 2, "Parallel workers.")
 flags.DEFINE_float("hours", 1.0, "tiny: hours of training audio.")
+flags.DEFINE_integer("train_speakers", 40, "tiny: training voices (beyond the espeak-ng variants, variants come "
+                     "back with other accents, rates, pitches and word gaps).")
 flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
-flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny: language.")
+flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny, normalize: language.")
 flags.DEFINE_string("speech_manifest", None, "noise: speech used to make babble.")
 flags.DEFINE_string("vocab", None, "validate: text must be within this vocabulary.")
 flags.DEFINE_string("model", "ds2-small", "validate: the model CTC feasibility is judged for (its exact output "
                     "steps): a preset (tiny, ds2-small, ds2-paper-en, ds2-streaming, ds1) or a model_config.json.")
 flags.DEFINE_bool("decode", True, "validate: decode every file fully, not just its header.")
-flags.DEFINE_string("write_clean", None, "validate: write the good lines here.")
+flags.DEFINE_string("write_clean", None, "validate: write the good lines here (an error if there are none).")
+flags.DEFINE_bool("strict", False, "validate: a file make-shards would resample or downmix is a problem, not a "
+                  "warning.")
 FLAGS = flags.FLAGS
 
 
@@ -51,16 +59,29 @@ def _validate(manifest: str) -> int:
     from deepspeech2.vocab import Vocabulary
 
     config = ValidationConfig(vocab=Vocabulary.load(FLAGS.vocab) if FLAGS.vocab else None,
-                              model=load_model_config(FLAGS.model), decode=FLAGS.decode)
+                              model=load_model_config(FLAGS.model), decode=FLAGS.decode, strict=FLAGS.strict)
     report = validate_manifest(manifest, config)
-    for p in report.problems:
-        print(f"{manifest}:{p}")
-    print(f"{manifest}: {len(report.good)}/{report.total} lines OK, {len(report.bad_lines())} with problems")
+    lines = [(p.line, f"{manifest}:{p}") for p in report.problems]
+    lines += [(p.line, f"{manifest}:line {p.line}: warning: {p.field}: {p.message} -> {p.fix}")
+              for p in report.warnings]
+    for _, line in sorted(lines, key=lambda x: x[0]):
+        print(line)
+    print(f"{manifest}: {len(report.good)}/{report.total} lines OK ({len(report.warned_lines())} with warnings), "
+          f"{len(report.bad_lines())} with problems")
     if FLAGS.write_clean:
-        dropped = write_clean(report, FLAGS.write_clean)
+        dropped = write_clean(report, FLAGS.write_clean)  # ValueError when no line is usable
         print(f"wrote {FLAGS.write_clean} ({len(report.good)} lines) and {dropped}")
         return 0
     return 0 if report.ok else 1
+
+
+def _normalize(manifest: str) -> int:
+    from deepspeech2.data.manifest import normalize_manifest
+
+    report = normalize_manifest(manifest, FLAGS.out, FLAGS.language)
+    print(f"wrote {FLAGS.out}: kept {report.written} lines ({report.changed} changed by normalization), dropped "
+          f"{len(report.dropped)}" + (f" (listed in {report.dropped_path})" if report.dropped else ""))
+    return 0
 
 
 def _prepare(command: str, args: list[str]) -> int:
@@ -70,11 +91,16 @@ def _prepare(command: str, args: list[str]) -> int:
         return _validate(args[0])
     if not FLAGS.out:
         raise ValueError(f"`--out` is required for `ds2-prepare {command}`")
+    if command == "normalize":
+        if len(args) != 1:
+            raise ValueError("usage: ds2-prepare normalize MANIFEST --language en|zh --out OUT")
+        return _normalize(args[0])
     if command == "tiny":
         from deepspeech2.data.tiny import TinyCorpusConfig, prepare_tiny
 
         manifests = prepare_tiny(TinyCorpusConfig(out_dir=FLAGS.out, hours=FLAGS.hours, seed=FLAGS.seed,
-                                                  language=FLAGS.language, num_workers=FLAGS.num_workers))
+                                                  language=FLAGS.language, num_workers=FLAGS.num_workers,
+                                                  train_speakers=FLAGS.train_speakers))
     elif command == "noise":
         from deepspeech2.data.noise import prepare_noise
 

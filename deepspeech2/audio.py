@@ -17,6 +17,11 @@ import soundfile as sf
 from deepspeech2.fileio import atomic_path
 
 SAMPLE_RATE = 16000  # Hz; every model input is 16 kHz mono (DS2 §7, and all the corpora we import)
+# Seconds a manifest's `duration` may differ from the audio it describes, in every tool (validate, make-shards,
+# compute-stats, load_audio). Audio decoded from MP3 without its gapless (LAME) header is longer than the
+# original by the codec's delay and frame padding: 1105 + up to 1151 samples at 44.1 kHz (51 ms), + up to 575
+# at 22.05 kHz (76 ms); 0.1 s lets such files through and still catches a wrong file or a cut recording.
+DURATION_TOLERANCE = 0.1
 
 
 def audio_info(path: str | os.PathLike) -> tuple[int, int, int]:
@@ -38,7 +43,7 @@ def audio_info(path: str | os.PathLike) -> tuple[int, int, int]:
 
 def load_audio(
     path: str | os.PathLike,
-    offset: float = 0.0,
+    offset: float | None = 0.0,
     duration: float | None = None,
     sample_rate: int | None = SAMPLE_RATE,
 ) -> np.ndarray:
@@ -46,8 +51,9 @@ def load_audio(
 
     Args:
         path: the audio file.
-        offset: start of the segment, seconds.
-        duration: length of the segment, seconds; None reads to the end.
+        offset: start of the segment, seconds (None: 0).
+        duration: length of the segment, seconds; None reads to the end. A segment may run past the end of
+            the file by up to `DURATION_TOLERANCE` (it is cut there).
         sample_rate: resample to this rate; None keeps the file's rate.
 
     Returns:
@@ -57,15 +63,32 @@ def load_audio(
         ValueError: unreadable audio, or a segment outside the file.
     """
     sr, _, frames = audio_info(path)
-    start = int(round(offset * sr))
+    start = int(round((offset or 0.0) * sr))
     stop = frames if duration is None else start + int(round(duration * sr))
-    if start < 0 or start > frames or stop > frames + sr // 100:  # allow 10 ms of rounding slack
+    if start < 0 or start > frames or stop > frames + int(DURATION_TOLERANCE * sr):
         raise ValueError(
             f"segment offset={offset}s duration={duration}s is outside `{path}` "
             f"({frames / sr:.3f}s long); fix the manifest's offset/duration"
         )
+    return read_frames(path, start, min(stop, frames), sample_rate)
+
+
+def read_frames(path: str | os.PathLike, start: int, stop: int, sample_rate: int | None = SAMPLE_RATE) -> np.ndarray:
+    """Decode frames `[start, stop)` of an audio file (at its own rate), downmixed to mono and resampled.
+
+    Args:
+        path: the audio file.
+        start, stop: frame indices into the file, 0 <= start <= stop <= its frames.
+        sample_rate: resample to this rate; None keeps the file's rate.
+
+    Returns:
+        float32 (samples,), in [-1, 1].
+
+    Raises:
+        ValueError: the file can't be decoded.
+    """
     try:
-        data, _ = sf.read(str(path), start=start, stop=min(stop, frames), dtype="float32", always_2d=True)
+        data, sr = sf.read(str(path), start=start, stop=stop, dtype="float32", always_2d=True)
     except Exception as e:
         raise ValueError(f"audio file `{path}` could not be decoded: {e}") from None
     wav = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]

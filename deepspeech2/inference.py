@@ -18,9 +18,8 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from deepspeech2.audio import load_audio
 from deepspeech2.bundle import Bundle, load_bundle
-from deepspeech2.data.manifest import Utterance, read_manifest
+from deepspeech2.data.manifest import Utterance, load_utterance, read_manifest
 from deepspeech2.features import featurize
 from deepspeech2.vocab import Vocabulary
 
@@ -76,9 +75,9 @@ def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_siz
         for i in order[start:start + batch_size]:
             u = utterances[i]
             try:
-                # A whole-file line reads the whole file; a segment (offset set, even 0) its own span.
-                waves.append(load_audio(u.audio_filepath, offset=u.offset,
-                                        duration=u.duration if u.offset is not None else None, sample_rate=rate))
+                # A whole-file line reads the whole file, a segment (offset set, even 0) its own span, with
+                # the tolerance every data tool uses.
+                waves.append(load_utterance(u, sample_rate=rate))
                 indices.append(i)
             except (ValueError, FileNotFoundError) as e:
                 logger.warning("skipping utterance %d: %s", i, e)

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from deepspeech2.fileio import atomic_write
+from deepspeech2.text import is_cjk, normalize
 
 BLANK = "<blank>"
 BLANK_ID = 0
@@ -49,25 +50,50 @@ class Vocabulary:
         """Build from transcripts, keeping chars seen more than `count_threshold` times.
 
         Space and apostrophe come first when present, the rest sorted by code point.
+
+        Raises:
+            ValueError: no character is kept (no transcripts, all empty, or all below the threshold): a
+                vocabulary of the blank alone can't label anything.
         """
         counts = collections.Counter()
+        n_texts = 0
         for t in texts:
             counts.update(t)
+            n_texts += 1
         kept = {c for c, n in counts.items() if n > count_threshold}
+        if not kept:
+            raise ValueError(f"no characters to build a vocabulary from: {n_texts} transcripts with "
+                             f"{sum(counts.values())} characters, none seen more than `count_threshold` "
+                             f"({count_threshold}) times")
         head = [c for c in (" ", "'") if c in kept]
         return cls(tuple(head + sorted(kept - set(head))))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Vocabulary":
-        """Read a vocab file (one token per line, id order, first line `<blank>`)."""
+        """Read a vocab file (one token per line, id order, first line `<blank>`).
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: not a vocabulary file (binary, not UTF-8, e.g. a `mean_std.npz` passed by mistake),
+                or a malformed one; the message names the file.
+        """
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"vocabulary file `{path}` does not exist; build it with ds2-build-vocab")
-        lines = path.read_text(encoding="utf-8").split("\n")
+        what = (f"a vocabulary file is UTF-8 text, one token per line in id order, `{BLANK}` first "
+                "(ds2-build-vocab writes one)")
+        data = path.read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"`{path}` is not a vocabulary file: byte {e.start} is not UTF-8 text; {what}") from None
+        if "\x00" in text:  # UTF-16 text or binary data that happens to decode
+            raise ValueError(f"`{path}` is not a vocabulary file: it holds NUL bytes (binary data); {what}")
+        lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
         if not lines or lines[0] != BLANK:
-            raise ValueError(f"`{path}` line 1 must be {BLANK!r} (the CTC blank, id 0); got {lines[:1]!r}")
+            raise ValueError(f"`{path}` line 1 must be {BLANK!r} (the CTC blank, id 0); got {lines[:1]!r}; {what}")
         chars = []
         for n, tok in enumerate(lines[1:], start=2):
             tok = " " if tok == _SPACE_TOKEN else tok
@@ -113,3 +139,40 @@ class Vocabulary:
     def decode(self, ids: Iterable[int]) -> str:
         """Ids -> text; the blank (0) is skipped."""
         return "".join(self.chars[i - 1] for i in ids if i != BLANK_ID)
+
+
+def normalization_warning(texts: Sequence[str], languages: Sequence[str | None] | None = None,
+                          examples: int = 3) -> str | None:
+    """Say so when transcripts hold characters that text normalization never produces, else None.
+
+    `deepspeech2.text.normalize_english` gives `[a-z' ]` only and `normalize_mandarin` CJK characters only;
+    a vocabulary built from other text learns '.', capitals or digits as symbols of their own (32 symbols
+    from 'The quick brown fox jumps over the lazy dog.'), which the model then has to learn to emit.
+
+    Args:
+        texts: the transcripts.
+        languages: each text's language ("en", "zh" or None), e.g. the manifest's `language`; None (for
+            all or one) is guessed: Mandarin when the text holds a CJK character, else English.
+        examples: how many offending transcripts to quote.
+
+    Returns:
+        a one-line warning with the count, the characters, a few examples with their normalized form, and
+        the command that normalizes a manifest; None when every text looks normalized.
+    """
+    bad, chars, langs = [], set(), collections.Counter()
+    for i, text in enumerate(texts):
+        lang = languages[i] if languages is not None else None
+        if lang not in ("en", "zh"):  # unknown or unset: guess
+            lang = "zh" if any(map(is_cjk, text)) else "en"
+        langs[lang] += 1
+        stray = {c for c in text if not (c in ENGLISH_CHARS if lang == "en" else is_cjk(c))}
+        if stray:
+            bad.append((text, lang))
+            chars |= stray
+    if not bad:
+        return None
+    quoted = "; ".join(f"{t!r} -> {normalize(t, lang)!r}" for t, lang in bad[:examples])
+    lang = langs.most_common(1)[0][0]
+    return (f"{len(bad)} of {len(texts)} transcripts are not normalized: {''.join(sorted(chars))!r} would become "
+            f"symbols of the vocabulary (e.g. {quoted}); normalize the manifests first: ds2-prepare normalize "
+            f"MANIFEST --language {lang} --out NORMALIZED.jsonl, then build the vocabulary from those")

@@ -419,3 +419,39 @@ def test_empty_config():
     for config in (None, "", "[]", []):
         aug = parse_augmentation(config)
         assert aug == Augmentation() and not aug
+
+
+def test_draws_are_a_function_of_the_seed_alone(tmp_path):
+    # Stateless draws: the same key gives the same augmentation, in eager mode, in a tf.function and
+    # in parallel tf.data calls; another key gives another. No key: fresh draws every call.
+    rng = np.random.default_rng(0)
+    noise = _manifest(tmp_path, "noise", [(0.1 * rng.standard_normal(n)).astype(np.float32) for n in (2000, 9000)])
+    aug = parse_augmentation([
+        {"type": "speed", "params": {"min_speed_rate": 0.9, "max_speed_rate": 1.1}, "prob": 0.5},
+        {"type": "noise", "params": {"noise_manifest_path": noise, "min_snr_dB": 10, "max_snr_dB": 30}, "prob": 1},
+        {"type": "volume", "params": {"min_gain_dBFS": -6, "max_gain_dBFS": 6}, "prob": 1.0},
+        {"type": "specaugment", "params": {"F": 5, "T": 5, "n_freq_masks": 2, "n_time_masks": 2, "W": 3},
+         "prob": 0.8}])
+    x = _speech_like(6000)
+    feats = np.random.default_rng(1).normal(size=(60, 20)).astype(np.float32)
+
+    def run(key):
+        wav, n = aug.apply_waveform(x, 6000, key)
+        return np.concatenate([wav.numpy()[: int(n)], aug.apply_features(feats, 60, key).numpy().ravel()])
+
+    keys = [tf.constant([7, k], tf.int64) for k in range(12)]
+    outs = [run(k) for k in keys]
+    np.testing.assert_array_equal(run(keys[3]), outs[3])
+    assert all(not np.array_equal(outs[0], o) for o in outs[1:])
+    traced = tf.function(lambda k: aug.apply_waveform(x, 6000, k))
+    wav, n = traced(keys[5])
+    np.testing.assert_allclose(wav.numpy()[: int(n)], outs[5][: int(n)], atol=1e-6)
+    ds = tf.data.Dataset.from_tensor_slices(tf.stack(keys)).map(
+        lambda k: aug.apply_features(feats, 60, k), num_parallel_calls=4, deterministic=False)
+    parallel = sorted(o.tobytes() for o in ds.as_numpy_iterator())
+    assert parallel == sorted(o[-feats.size:].astype(np.float32).tobytes() for o in outs)
+    # The coin of a prob < 1 component is part of the key too: over the keys speed fires some times only.
+    lengths = {len(o) - feats.size for o in outs}
+    assert 6000 in lengths and len(lengths) > 1
+    # Without a key, each call draws afresh (over a few calls: one may not fire, prob 0.8).
+    assert len({aug.apply_features(feats, 60).numpy().tobytes() for _ in range(4)}) > 1

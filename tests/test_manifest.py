@@ -1,9 +1,16 @@
 import json
+import subprocess
+import sys
 
+import numpy as np
 import pytest
+import soundfile as sf
 
-from deepspeech2.data.manifest import (Utterance, filter_utterances, iter_manifest, read_manifest,
-                                       read_manifests, write_manifest)
+from deepspeech2.audio import DURATION_TOLERANCE, save_wav
+from deepspeech2.data.manifest import (Utterance, audio_span, duration_mismatch, filter_utterances, iter_manifest,
+                                       load_utterance, normalize_manifest, read_manifest, read_manifests,
+                                       write_manifest)
+from deepspeech2.testing import make_clip
 
 
 def test_roundtrip_relative_paths_and_extra_keys(tmp_path):
@@ -62,3 +69,95 @@ def test_filter_and_merge(tmp_path):
     write_manifest(tmp_path / "1.jsonl", utts[:1])
     write_manifest(tmp_path / "2.jsonl", utts[1:])
     assert read_manifests([tmp_path / "1.jsonl", tmp_path / "2.jsonl"]) == utts
+
+
+def test_an_offset_key_makes_a_segment_even_at_zero(tmp_path):
+    # The first segment of a TED-LIUM talk, or of any NeMo segmented manifest, starts at 0: it is not
+    # the whole file. `offset` present (even 0) = a segment; absent = the whole file.
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"audio_filepath": "/x/talk.wav", "duration": 2.0, "text": "a", "offset": 0}\n'
+                    '{"audio_filepath": "/x/talk.wav", "duration": 2.0, "text": "b", "offset": 0.0}\n'
+                    '{"audio_filepath": "/x/whole.wav", "duration": 2.0, "text": "c"}\n'
+                    '{"audio_filepath": "/x/whole.wav", "duration": 2.0, "text": "d", "offset": null}\n')
+    utts = read_manifest(path)
+    assert [(u.offset, u.is_segment) for u in utts] == [(0.0, True), (0.0, True), (None, False), (None, False)]
+    write_manifest(tmp_path / "out.jsonl", utts)
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [line.get("offset", "absent") for line in lines] == [0.0, 0.0, "absent", "absent"]
+    assert read_manifest(tmp_path / "out.jsonl") == utts
+    assert Utterance("/x/a.wav", 1.0, "a", offset=0.0).is_segment and not Utterance("/x/a.wav", 1.0, "a").is_segment
+
+
+def test_one_offset_and_duration_rule(tmp_path):
+    clip = make_clip(1.0)
+    save_wav(tmp_path / "one.wav", clip)
+    pcm, _ = sf.read(tmp_path / "one.wav", dtype="float32")
+    path = str(tmp_path / "one.wav")
+    tol = DURATION_TOLERANCE
+    # Whole file: its duration must be the file's length within the tolerance; all of it is used.
+    for duration, ok in [(1.0, True), (1.0 - tol / 2, True), (1.0 + tol / 2, True), (1.0 - 1.5 * tol, False),
+                         (1.0 + 1.5 * tol, False)]:
+        u = Utterance(path, duration, "x")
+        assert audio_span(u, 16000, 16000) == (0, 16000)
+        assert (duration_mismatch(u, 16000, 16000) is None) == ok, duration
+        if ok:
+            np.testing.assert_array_equal(load_utterance(u), pcm)
+        else:
+            with pytest.raises(ValueError, match="manifest says"):
+                load_utterance(u)
+    # Segments: [offset, offset + duration), cut at the end when within the tolerance past it.
+    for offset, duration, span in [(0.0, 0.5, (0, 8000)), (0.25, 0.5, (4000, 12000)),
+                                   (0.8, 0.2 + tol / 2, (12800, 16000))]:
+        u = Utterance(path, duration, "x", offset=offset)
+        assert audio_span(u, 16000, 16000) == span and duration_mismatch(u, 16000, 16000) is None
+        np.testing.assert_array_equal(load_utterance(u), pcm[span[0]:span[1]])
+    for offset, duration in [(0.8, 0.2 + 1.5 * tol), (1.0, 0.01), (1.5, 0.5)]:
+        u = Utterance(path, duration, "x", offset=offset)
+        assert duration_mismatch(u, 16000, 16000) is not None
+        with pytest.raises(ValueError, match="segment"):
+            load_utterance(u)
+    # Resampled and downmixed on the way: 22.05 kHz stereo, 0.5 s from 0.
+    sf.write(tmp_path / "st.wav", np.stack([make_clip(1.0, sample_rate=22050)] * 2, 1), 22050)
+    wav = load_utterance(Utterance(str(tmp_path / "st.wav"), 0.5, "x", offset=0.0))
+    assert wav.shape == (8000,)
+
+
+def test_normalize_manifest(tmp_path):
+    path = tmp_path / "raw.jsonl"
+    rows = [{"audio_filepath": "/x/1.wav", "duration": 1.0, "text": "The quick brown fox, 2 dogs.", "id": "a"},
+            {"audio_filepath": "/x/2.wav", "duration": 1.0, "text": "already normal", "offset": 0.0},
+            {"audio_filepath": "/x/3.wav", "duration": 1.0, "text": "Score: 3-2"},  # can't be read confidently
+            {"audio_filepath": "/x/4.wav", "duration": 1.0, "text": "?!"}]  # nothing left
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = normalize_manifest(path, tmp_path / "out.jsonl", "en")
+    out = read_manifest(tmp_path / "out.jsonl")
+    assert [u.text for u in out] == ["the quick brown fox two dogs", "already normal"]
+    assert out[0].extra == {"id": "a"} and out[1].offset == 0.0  # everything else is kept
+    assert (report.written, report.changed, [n for n, _ in report.dropped]) == (2, 1, [3, 4])
+    dropped = [json.loads(line) for line in report.dropped_path.read_text().splitlines()]
+    assert [d["line"] for d in dropped] == [3, 4] and "3-2" in dropped[0]["reasons"][0]
+    assert json.loads(dropped[1]["entry"]) == rows[3]
+    # Mandarin; and nothing left is an error, not an empty manifest.
+    path.write_text(json.dumps({"audio_filepath": "/x/1.wav", "duration": 1.0, "text": "我们有2个苹果。"}) + "\n")
+    assert normalize_manifest(path, tmp_path / "zh.jsonl", "zh").written == 1
+    assert read_manifest(tmp_path / "zh.jsonl")[0].text == "我们有两个苹果"
+    path.write_text(json.dumps(rows[2]) + "\n")
+    with pytest.raises(ValueError, match="no line .* is left"):
+        normalize_manifest(path, tmp_path / "none.jsonl", "en")
+    assert not (tmp_path / "none.jsonl").exists()
+    with pytest.raises(ValueError, match="`language`"):
+        normalize_manifest(path, tmp_path / "x.jsonl", "fr")
+
+
+def test_normalize_cli(tmp_path):
+    path = tmp_path / "raw.jsonl"
+    path.write_text(json.dumps({"audio_filepath": "/x/1.wav", "duration": 1.0, "text": "Hello, World!"}) + "\n"
+                    + json.dumps({"audio_filepath": "/x/2.wav", "duration": 1.0, "text": "9/11"}) + "\n")
+    cli = [sys.executable, "bin/ds2_prepare.py", "normalize", str(path), "--language", "en"]
+    out = subprocess.run(cli + ["--out", str(tmp_path / "n.jsonl")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert [u.text for u in read_manifest(tmp_path / "n.jsonl")] == ["hello world"]
+    assert "kept 1 lines (1 changed by normalization), dropped 1" in out.stdout
+    missing = subprocess.run(cli, capture_output=True, text=True)
+    assert missing.returncode != 0 and missing.stderr.strip().splitlines()[-1] == (
+        "ds2-prepare normalize: error: `--out` is required for `ds2-prepare normalize`")

@@ -229,20 +229,18 @@ def test_ctc_filter_judges_the_augmented_length(corpus):
     assert sum(kept.values()) < sum(_fits(u, n) for u, n in zip(utts, lengths))
 
 
-@pytest.mark.parametrize("before", [True, False])
-def test_feature_augmentation_and_normalization_order(corpus, monkeypatch, before):
-    # Today SpecAugment masks raw features and the normalizer runs after it (a masked bin becomes
-    # (0 - mean) / std); flipping the switch applies it to `featurize`'s normalized output (masks stay 0).
-    import deepspeech2.data.pipeline as pipeline
-
-    monkeypatch.setattr(pipeline, "FEATURE_AUGMENTATION_BEFORE_NORMALIZATION", before)
+def test_specaugment_masks_hold_the_per_bin_mean_after_normalization(corpus):
+    # SpecAugment runs on normalized features (PaddleSpeech's order): a masked cell must be the per-bin
+    # mean in z-score units, i.e. exactly what the normalizer makes of the mean itself: 0. Masking raw log
+    # power with 0 before normalizing gave (0 - mean) / std instead, a loud band.
     d, utts = corpus
     rng = np.random.default_rng(1)
     norm = Normalizer((rng.normal(size=161) + 5).astype(np.float32), rng.uniform(1, 2, 161).astype(np.float32), FC)
-    aug = parse_augmentation([{"type": "specaugment", "params": {"F": 30, "T": 0, "n_freq_masks": 2,
-                                                                  "n_time_masks": 0}, "prob": 1.0}])
-    masked_value = norm.apply(np.zeros((1, 161), np.float32), 1).numpy()[0] if before else np.zeros(161)
-    masked_bins = 0
+    mask_value = norm.apply(norm.mean[None], 1).numpy()[0]  # (161,)
+    np.testing.assert_array_equal(mask_value, 0.0)
+    aug = parse_augmentation([{"type": "specaugment", "params": {"F": 30, "T": 20, "n_freq_masks": 2,
+                                                                  "n_time_masks": 2}, "prob": 1.0}])
+    masked_cells = 0
     for feats, n, _, _, text in make_dataset([str(d / "shards")], FC, norm, aug, PipelineConfig(batch_size=8),
                                              keep_text=True):
         for i in range(feats.shape[0]):
@@ -250,13 +248,61 @@ def test_feature_augmentation_and_normalization_order(corpus, monkeypatch, befor
             refs = []
             for u in utts:
                 if u.text == text[i].numpy().decode():
-                    ref, m = featurize(load_audio(u.audio_filepath), len(load_audio(u.audio_filepath)), FC, norm)
+                    wav = load_audio(u.audio_filepath)
+                    ref, m = featurize(wav, len(wav), FC, norm)
                     if int(m) == int(n[i]):
                         refs.append(ref.numpy())
-            # Each bin (column) is either the normalized feature or the masked value, in every frame.
-            same = [np.all(np.isclose(out, ref, atol=1e-4), axis=0) for ref in refs]
-            best = max(same, key=np.sum)
-            masked = np.all(np.isclose(out, masked_value, atol=1e-4), axis=0)
-            assert np.all(best | masked)
-            masked_bins += int(np.sum(~best))
-    assert masked_bins > 0
+            # Every cell is the normalized feature or, where masked, exactly the mask value.
+            kept = max((np.isclose(out, ref, atol=1e-4) for ref in refs), key=np.sum)
+            np.testing.assert_array_equal(out[~kept], np.broadcast_to(mask_value, out.shape)[~kept])
+            masked_cells += int(np.sum(~kept))
+            assert not np.any(feats[i, n[i]:].numpy())  # padding stays 0
+    assert masked_cells > 0
+
+
+def _drawn_gains(corpus_dir, epoch, context=None):
+    """The volume gain (dB) drawn for each record, in stream order, for one epoch built as the trainer does.
+
+    With a volume-only augmentation the log-power features move by 20 log10(gain) / (10 log10(e)) in every
+    bin, so the gain is read back from the features against the same epoch without augmentation.
+    """
+    aug = parse_augmentation([{"type": "volume", "params": {"min_gain_dBFS": -10, "max_gain_dBFS": 10},
+                               "prob": 1.0}])
+    cfg = PipelineConfig(batch_size=4, seed=0)
+    gains = []
+    batches = zip(make_dataset([str(corpus_dir)], FC, None, aug, cfg, epoch=epoch, input_context=context),
+                  make_dataset([str(corpus_dir)], FC, None, None, cfg, epoch=epoch, input_context=context))
+    for (feats, n, *_), (clean, m, *_) in batches:
+        np.testing.assert_array_equal(n, m)  # the same records in the same order
+        for i in range(feats.shape[0]):
+            diff = (feats[i, : n[i]] - clean[i, : n[i]]).numpy()
+            gains.append(float(np.median(diff)) * 10 / np.log(10))
+    return np.array(gains)
+
+
+def _shared(a, b, tol=1e-3):
+    """Fraction of the draws in `a` also found (within `tol` dB) among those of `b`."""
+    return float(np.mean([np.any(np.abs(b - x) < tol) for x in a]))
+
+
+def test_augmentation_draws_change_per_epoch_and_worker_and_repeat_on_rebuild(corpus):
+    # The trainer seeds TF once (keras.utils.set_random_seed) and rebuilds the dataset every epoch; a
+    # resumed run seeds again and rebuilds the epoch it stopped in.
+    import keras
+
+    d, utts = corpus
+    shards = d / "shards"
+    keras.utils.set_random_seed(0)
+    e0, e1, e2 = (_drawn_gains(shards, e) for e in (0, 1, 2))
+    keras.utils.set_random_seed(0)
+    e1_again = _drawn_gains(shards, 1)
+    assert len(e0) == len(e1) == len(e2) == len(utts)
+    assert np.all(np.abs(e1) <= 10.01) and np.std(e1) > 3  # real draws in [-10, 10] dB
+    np.testing.assert_allclose(e1_again, e1, atol=1e-4)  # resuming epoch 1 replays its draws
+    # Each epoch draws anew: hardly any value recurs (replayed draws would all recur, in any order).
+    assert _shared(e1, e0) < 0.2 and _shared(e2, e1) < 0.2
+    # Each worker draws its own (replayed streams would give worker 1 a copy of worker 0's first draws).
+    workers = [_drawn_gains(shards, 1, tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=i,
+                                                                  num_replicas_in_sync=2)) for i in range(2)]
+    assert len(workers[0]) + len(workers[1]) == len(utts)
+    assert _shared(workers[1], workers[0]) < 0.2

@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from deepspeech2.audio import save_wav
@@ -217,3 +218,28 @@ def test_cli_summary_counts_skipped_lines(tmp_path):
     index = load_index(tmp_path / "s")
     assert index["skipped"] == [{"line": 4, "kind": "malformed", "reason": index["skipped"][0]["reason"]}]
     assert index["model"] is not None
+
+
+def test_no_utterance_written_is_an_error_and_the_index_says_why(tmp_path):
+    manifest, _ = make_manifest(tmp_path, n=2)
+    lines = [json.loads(line) for line in manifest.read_text().splitlines()]
+    for line in lines:
+        line["text"] = line["text"].upper()  # out of the vocabulary: every line is unusable
+    manifest.write_text("".join(json.dumps(line) + "\n" for line in lines) + "{oops\n")
+    cfg = ShardConfig(str(tmp_path / "s"), num_shards=2)
+    with pytest.raises(ValueError, match=r"none of the 3 lines of .* could be written \(2 unusable, 1 malformed; "
+                                         r"line 1: .*outside the vocabulary.*index.json"):
+        make_shards(manifest, Vocabulary.english(), cfg, progress=False)
+    index = load_index(tmp_path / "s")  # written all the same, with every line's reason
+    assert index["total_count"] == 0 and [s["line"] for s in index["skipped"]] == [1, 2, 3]
+    with pytest.raises(ValueError, match="none of the 3 lines"):  # a re-run says so again
+        make_shards(manifest, Vocabulary.english(), cfg, progress=False)
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match="has no lines"):
+        make_shards(tmp_path / "empty.jsonl", Vocabulary.english(), ShardConfig(str(tmp_path / "e")), progress=False)
+
+    Vocabulary.english().save(tmp_path / "vocab.txt")
+    out = subprocess.run([sys.executable, "bin/ds2_make_shards.py", "--manifest", str(manifest), "--vocab",
+                          str(tmp_path / "vocab.txt"), "--out", str(tmp_path / "s2")], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1].startswith("ds2-make-shards: error: none of the 3 lines of")

@@ -3,11 +3,15 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import soundfile as sf
 
-from deepspeech2.audio import save_wav
+from deepspeech2.audio import DURATION_TOLERANCE, load_audio, save_wav
 from deepspeech2.data.manifest import read_manifest
+from deepspeech2.data.shards import ShardConfig, load_index, make_shards, read_shards, shard_paths
+from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.data.validate import ValidationConfig, validate_manifest, write_clean
+from deepspeech2.features import FeatureConfig, compute_features
 from deepspeech2.model import DS2_SMALL, TINY
 from deepspeech2.testing import make_clip, make_manifest
 from deepspeech2.vocab import Vocabulary
@@ -41,12 +45,14 @@ def test_validate_finds_every_problem(tmp_path):
     report = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english(), model=DS2_SMALL),
                                progress=False)
     assert report.total == 13
-    assert [n for n, _ in report.good] == [1, 2, 3]
-    assert report.bad_lines() == list(range(4, 14))
+    # Stereo and 8 kHz are converted by make-shards and compute-stats: warnings, the lines stay.
+    assert [n for n, _ in report.good] == [1, 2, 3, 5, 6]
+    assert report.bad_lines() == [4] + list(range(7, 14)) and report.warned_lines() == [5, 6]
+    warned = {p.line: p for p in report.warnings}
+    assert "2 channels, downmixed" in warned[5].message
+    assert "8000 Hz, resampled to 16000 Hz" in warned[6].message and "4000 Hz stays empty" in warned[6].message
     by_line = {p.line: p for p in report.problems}
     assert "not found" in by_line[4].message
-    assert "2 channels" in by_line[5].message
-    assert "8000 Hz" in by_line[6].message
     assert "unreadable" in by_line[7].message
     assert by_line[8].field == "duration" and "set duration to" in by_line[8].fix
     assert "empty transcript" in by_line[9].message
@@ -60,12 +66,107 @@ def test_write_clean(tmp_path):
     manifest = _broken_manifest(tmp_path)
     report = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english()), progress=False)
     dropped = write_clean(report, tmp_path / "clean.jsonl")
-    assert len(read_manifest(tmp_path / "clean.jsonl")) == 3
+    assert len(read_manifest(tmp_path / "clean.jsonl")) == 5
     rows = [json.loads(line) for line in dropped.read_text().splitlines()]
-    assert [r["line"] for r in rows] == list(range(4, 14)) and all(r["reasons"] for r in rows)
+    assert [r["line"] for r in rows] == [4] + list(range(7, 14)) and all(r["reasons"] for r in rows)
+    # --strict: what the pipeline would convert is a problem too.
+    strict = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english(), strict=True), progress=False)
+    assert [n for n, _ in strict.good] == [1, 2, 3] and strict.bad_lines() == list(range(4, 14))
+    assert not strict.warnings
 
 
-def test_segments_with_offset(tmp_path):
+def test_write_clean_with_no_usable_line_is_an_error(tmp_path):
+    manifest = _broken_manifest(tmp_path)
+    lines = manifest.read_text().splitlines()
+    manifest.write_text("\n".join(lines[3:4] + lines[6:]) + "\n")  # the 8 lines with problems
+    report = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english()), progress=False)
+    assert not report.good and report.total == 8
+    with pytest.raises(ValueError, match=r"none of the 8 lines .* is usable, so `.*clean.jsonl` was not written"):
+        write_clean(report, tmp_path / "clean.jsonl")
+    assert not (tmp_path / "clean.jsonl").exists()
+    assert len((tmp_path / "clean.jsonl.dropped.jsonl").read_text().splitlines()) == 8
+
+
+def _talk(tmp_path):
+    """A 10 s 'talk': a quiet first 2 s, then loud; returns its path and int16 samples."""
+    quiet, loud = 0.1 * make_clip(2.0, seed=1), make_clip(8.0, seed=2)
+    save_wav(tmp_path / "talk.wav", np.concatenate([quiet, loud]))
+    return tmp_path / "talk.wav", sf.read(tmp_path / "talk.wav", dtype="int16")[0]
+
+
+def test_segment_at_offset_zero_through_validate_clean_shards_and_stats(tmp_path):
+    # The first segment of a talk starts at 0. It must stay the 2 s segment everywhere, not become the
+    # whole 10 s file with a 2 s transcript.
+    path, pcm = _talk(tmp_path)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"audio_filepath": "talk.wav", "offset": 0, "duration": 2.0,
+                                    "text": "hello world"}) + "\n")
+    report = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english()), progress=False)
+    assert report.ok and not report.warnings and [n for n, _ in report.good] == [1]
+    write_clean(report, tmp_path / "clean.jsonl")
+    line = json.loads((tmp_path / "clean.jsonl").read_text())
+    assert line["offset"] == 0.0 and line["duration"] == 2.0
+
+    make_shards(tmp_path / "clean.jsonl", Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=1),
+                progress=False)
+    (record,) = list(read_shards(shard_paths(tmp_path / "s")))
+    np.testing.assert_array_equal(record["pcm"].numpy(), pcm[:32000])
+    assert load_index(tmp_path / "s")["shards"][0]["durations"] == [2.0]
+
+    norm = compute_mean_std([tmp_path / "clean.jsonl"], FeatureConfig(), num_samples=None)
+    ref, n = compute_features(load_audio(path)[:32000], 32000, FeatureConfig())
+    assert norm.num_frames == int(n) == 199
+    np.testing.assert_allclose(norm.mean, ref.numpy().mean(0), rtol=1e-4, atol=1e-4)
+
+    # CTC is judged on the 2 s too: 49 output steps on ds2-small, not the file's 249.
+    long_text = "ab" * 30  # 60 labels
+    manifest.write_text(json.dumps({"audio_filepath": "talk.wav", "offset": 0, "duration": 2.0,
+                                    "text": long_text}) + "\n")
+    (problem,) = validate_manifest(manifest, progress=False).problems
+    assert "49 output steps for 2.000s" in problem.message
+    # Without `offset` the line is the whole file, and its duration is wrong; the fix names both readings.
+    manifest.write_text(json.dumps({"audio_filepath": "talk.wav", "duration": 2.0, "text": "hello"}) + "\n")
+    (problem,) = validate_manifest(manifest, progress=False).problems
+    assert problem.field == "duration" and "set duration to 10.000" in problem.fix and "`offset`" in problem.fix
+
+
+def test_tools_agree_on_what_they_convert_and_on_one_duration_tolerance(tmp_path):
+    # validate, make-shards and compute-stats take and skip the same lines: files the pipeline resamples
+    # or downmixes are used (a warning in validate), durations within DURATION_TOLERANCE of the audio pass
+    # (an MP3 decoded a few tens of ms longer or shorter), and farther ones are skipped by all three.
+    wav = tmp_path / "wav"
+    wav.mkdir()
+    sf.write(wav / "22k.wav", make_clip(1.0, sample_rate=22050), 22050, subtype="PCM_16")
+    sf.write(wav / "stereo.wav", np.stack([make_clip(1.0), make_clip(1.0, seed=3)], 1), 16000, subtype="PCM_16")
+    lines = [{"audio_filepath": "wav/22k.wav", "duration": 1.0, "text": "resampled"},
+             {"audio_filepath": "wav/stereo.wav", "duration": 1.0, "text": "downmixed"}]
+    tol = DURATION_TOLERANCE
+    for i, (seconds, ok) in enumerate([(1.0 + 0.3 * tol, True), (1.0 - 0.3 * tol, True),
+                                       (1.0 + 1.5 * tol, False), (1.0 - 1.5 * tol, False)]):
+        save_wav(wav / f"mp3_{i}.wav", make_clip(seconds, seed=10 + i))
+        lines.append({"audio_filepath": f"wav/mp3_{i}.wav", "duration": 1.0, "text": "ok" if ok else "off"})
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    usable = [1, 2, 3, 4]
+
+    report = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english()), progress=False)
+    assert [n for n, _ in report.good] == usable and report.warned_lines() == [1, 2]
+    assert report.bad_lines() == [5, 6] and all(p.field == "duration" for p in report.problems)
+    write_clean(report, tmp_path / "clean.jsonl")
+    assert len(read_manifest(tmp_path / "clean.jsonl")) == len(usable)
+
+    index = make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=1),
+                        progress=False)
+    assert index["total_count"] == len(usable) and [s["line"] for s in index["skipped"]] == [5, 6]
+    assert all("manifest says 1.000s" in s["reason"] for s in index["skipped"])
+    # Whole files are stored whole (at 16 kHz, mono), whatever the small duration error.
+    samples = sorted(s for shard in index["shards"] for s in shard["num_samples"])
+    assert samples == sorted([16000, 16000, int((1.0 + 0.3 * tol) * 16000), int((1.0 - 0.3 * tol) * 16000)])
+
+    norm = compute_mean_std([manifest], FeatureConfig(), num_samples=None)
+    assert (norm.num_utterances, norm.num_skipped) == (len(usable), 2)
+    assert norm.num_frames == sum(1 + (s - 320) // 160 for s in samples)  # the same audio as the shards
+
     manifest, utts = make_manifest(tmp_path, n=1, min_seconds=2.0, max_seconds=2.0)
     ok = {"audio_filepath": "wav/utt000.wav", "offset": 0.5, "duration": 1.0, "text": "hello"}
     late = {"audio_filepath": "wav/utt000.wav", "offset": 1.5, "duration": 1.0, "text": "hello"}
@@ -85,9 +186,28 @@ def test_cli_exit_codes(tmp_path):
     assert out.returncode == 1
     problem_lines = [line for line in out.stdout.splitlines() if ":line " in line]
     assert len(problem_lines) >= 10 and all(" -> " in line for line in problem_lines)
+    assert sum(": warning: " in line for line in problem_lines) == 2
+    assert f"{bad}: 5/13 lines OK (2 with warnings), 8 with problems" in out.stdout
     clean = subprocess.run(cli + [str(bad), "--write_clean", str(tmp_path / "clean.jsonl")],
                            capture_output=True, text=True)
-    assert clean.returncode == 0 and len(read_manifest(tmp_path / "clean.jsonl")) == 3
+    assert clean.returncode == 0 and len(read_manifest(tmp_path / "clean.jsonl")) == 5
+    strict = subprocess.run(cli + [str(bad), "--strict", "--write_clean", str(tmp_path / "strict.jsonl")],
+                            capture_output=True, text=True)
+    assert strict.returncode == 0 and len(read_manifest(tmp_path / "strict.jsonl")) == 3
+    # Only warnings: exit 0.
+    warn_only = bad.parent / "warn.jsonl"  # relative audio paths resolve against its folder
+    warn_only.write_text("".join(line + "\n" for line in bad.read_text().splitlines()[4:6]))
+    warned = subprocess.run(cli + [str(warn_only)], capture_output=True, text=True)
+    assert warned.returncode == 0 and "2/2 lines OK (2 with warnings), 0 with problems" in warned.stdout
+    # No usable line with --write_clean: an error saying why, not an empty manifest and exit 0.
+    none = bad.parent / "none.jsonl"
+    none.write_text("".join(line + "\n" for line in bad.read_text().splitlines()[6:]))
+    empty = subprocess.run(cli + [str(none), "--write_clean", str(tmp_path / "none.clean.jsonl")],
+                           capture_output=True, text=True)
+    assert empty.returncode == 1 and not (tmp_path / "none.clean.jsonl").exists()
+    error = empty.stderr.strip().splitlines()[-1]
+    assert error.startswith("ds2-prepare validate: error: none of the 7 lines of") and "none.clean.jsonl" in error
+    assert (tmp_path / "none.clean.jsonl.dropped.jsonl").exists()
     # --model: the same 1 s line with 25 labels fails on ds2-small (the default) and passes on tiny.
     one = _one_second(tmp_path, [(NEEDS_25, {})])
     small = subprocess.run(cli + [str(one)], capture_output=True, text=True)

@@ -1,6 +1,13 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
 import pytest
 
-from deepspeech2.vocab import BLANK_ID, Vocabulary
+from deepspeech2.features import FeatureConfig
+from deepspeech2.normalizer import Normalizer
+from deepspeech2.vocab import BLANK_ID, Vocabulary, normalization_warning
 
 
 def test_english_layout():
@@ -50,3 +57,54 @@ def test_errors(tmp_path):
         Vocabulary.load(tmp_path / "missing.txt")
     with pytest.raises(ValueError, match="duplicates"):
         Vocabulary(("a", "a"))
+    with pytest.raises(ValueError, match="no characters"):
+        Vocabulary.from_texts([])
+    with pytest.raises(ValueError, match="no characters.*count_threshold"):
+        Vocabulary.from_texts(["", "ab"], count_threshold=1)
+
+
+def test_a_file_that_is_not_a_vocabulary_is_named(tmp_path):
+    # An .npz passed by mistake (e.g. --vocab mean_std.npz), UTF-16 text, raw bytes.
+    Normalizer(np.zeros(161, np.float32), np.ones(161, np.float32), FeatureConfig()).save(tmp_path / "mean_std.npz")
+    (tmp_path / "utf16.txt").write_text("<blank>\n<space>\na\n", encoding="utf-16")
+    (tmp_path / "bytes.bin").write_bytes(bytes(range(256)))
+    for name in ("mean_std.npz", "utf16.txt", "bytes.bin"):
+        with pytest.raises(ValueError, match=rf"`{tmp_path / name}` is not a vocabulary file.*UTF-8 text, one "
+                                             "token per line"):
+            Vocabulary.load(tmp_path / name)
+
+
+def test_normalization_warning():
+    assert normalization_warning(["the quick brown fox", "it's"]) is None
+    assert normalization_warning(["我们有两个苹果"]) is None
+    raw = normalization_warning(["The quick brown fox jumps over the lazy dog.", "fine text", "I have 2 dogs"])
+    assert raw.startswith("2 of 3 transcripts are not normalized: '.2IT'")
+    assert "'I have 2 dogs' -> 'i have two dogs'" in raw and "ds2-prepare normalize MANIFEST --language en" in raw
+    zh = normalization_warning(["我们有2个苹果。"])
+    assert "'2。'" in zh and "-> '我们有两个苹果'" in zh and "--language zh" in zh
+    # The manifest's language decides: Latin letters in a Mandarin line are not normalized Mandarin.
+    assert normalization_warning(["abc"], ["zh"]) is not None and normalization_warning(["abc"], ["en"]) is None
+
+
+def _build_vocab(tmp_path, texts):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"audio_filepath": f"/x/{i}.wav", "duration": 1.0, "text": t}) + "\n"
+                                for i, t in enumerate(texts)))
+    return subprocess.run([sys.executable, "bin/ds2_build_vocab.py", "--manifest_paths", str(manifest),
+                           "--out", str(tmp_path / "v.txt")], capture_output=True, text=True)
+
+
+def test_build_vocab_cli_warns_on_raw_text_and_refuses_nothing(tmp_path):
+    out = _build_vocab(tmp_path, ["The quick brown fox jumps over the lazy dog."])
+    assert out.returncode == 0, out.stderr
+    assert {".", "T"} <= set(Vocabulary.load(tmp_path / "v.txt").chars)  # built as asked, but it warns
+    warning = out.stderr.strip().splitlines()[-1]
+    assert warning.startswith("ds2-build-vocab: warning: 1 of 1 transcripts are not normalized: '.T'")
+    assert "ds2-prepare normalize" in warning
+    clean = _build_vocab(tmp_path, ["the quick brown fox jumps over the lazy dog"])
+    assert clean.returncode == 0 and "warning" not in clean.stderr
+    (tmp_path / "v.txt").unlink()
+    empty = _build_vocab(tmp_path, [])
+    assert empty.returncode == 1 and not (tmp_path / "v.txt").exists()
+    assert empty.stderr.strip().splitlines()[-1].startswith("ds2-build-vocab: error: ")
+    assert "no utterances" in empty.stderr

@@ -1,7 +1,7 @@
 """Training-time data augmentation as TF graph ops, configured by the PaddlePaddle DeepSpeech2 JSON format.
 
 The config is a JSON list applied in order; every entry fires with probability `prob`, drawn afresh for
-every utterance in every epoch (stateful `tf.random` ops inside `tf.data.Dataset.map`):
+every utterance in every epoch:
 
     [{"type": "speed",  "params": {"min_speed_rate": 0.9, "max_speed_rate": 1.1}, "prob": 0.5},
      {"type": "noise",  "params": {"noise_manifest_path": "data/tiny/noise/noise.jsonl",
@@ -13,15 +13,23 @@ examples/augmentation.example.json is the recipe for the tiny corpus (its noise 
 from `deepspeech2.data.noise.prepare_noise`). Types and params are the seed's (data_utils/augmentor/):
 `volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal` act on the waveform; `specaugment` acts
 on the features and always runs after every waveform entry, whatever its place in the list. Relative
-manifest paths resolve against the current working directory, as in the seed. Draws come from stateful
-`tf.random` ops: `tf.random.set_seed` makes a run repeatable only when the map runs sequentially
-(parallel calls interleave the draws).
+manifest paths resolve against the current working directory, as in the seed.
+
+Draws are stateless (`tf.random.stateless_uniform`): a (2,) int key `seed` determines them all. The input
+pipeline keys each record on (`PipelineConfig.seed`, epoch, input pipeline, position in the epoch), so
+every epoch and every worker draws anew, an epoch rebuilt to resume it replays its draws, and parallel
+calls can't reorder them. Stateful ops would not do: the trainer rebuilds the dataset every epoch, and a
+rebuilt map function starts its stateful ops from the same op seeds, so every epoch (and every worker)
+replayed the same draws. Without a seed (tests, interactive use) the draws are fresh on every call.
 
 Every component works on ONE utterance:
-  waveform: `(wav, length) -> (wav, length)`; wav float32 (samples,), length int32 scalar. Samples at
-            `length` and beyond are padding: they are ignored, and zero in the output (`speed` returns
-            exactly the new length, without padding).
-  features: `(features, frame_length) -> features`; features float32 (frames, dim).
+  waveform: `(wav, length, seed=None) -> (wav, length)`; wav float32 (samples,), length int32 scalar.
+            Samples at `length` and beyond are padding: they are ignored, and zero in the output (`speed`
+            returns exactly the new length, without padding).
+  features: `(features, frame_length, seed=None) -> features`; features float32 (frames, dim), normalized
+            (the input pipeline applies SpecAugment after the normalizer, as PaddleSpeech does).
+`component.apply(x, length, u)` is the same with the draws given: `u` float32 (`component.num_draws`,),
+uniform in [0, 1); `Augmentation` draws them for all its components at once.
 
 Where we differ from the seed, on purpose:
   - `speed` resamples band-limited (FFT) instead of the seed's linear interpolation, which aliases when
@@ -34,7 +42,10 @@ Where we differ from the seed, on purpose:
     `AudioSegment.convolve_and_normalize`, so an IR's arbitrary gain never changes the level. Each IR's
     tail is cut where 60 dB of its energy has decayed (`IMPULSE_TAIL_DB`).
   - `specaugment` draws widths in [0, F] and [0, T] inclusive (SpecAugment, Park et al. 2019, §2), masks
-    only the valid frames, and time-warps with linear rather than bicubic interpolation.
+    only the valid frames, and time-warps with linear rather than bicubic interpolation. Like the seed's
+    (PaddleSpeech's SpeechCollator: normalize, then `transform_feature`), it sees z-scored features, so its
+    default fill, 0, is each bin's mean: a masked band is average, neither loud nor silent. (Masking raw
+    log power with 0, far above its mean, and normalizing after made every mask a loud broadband band.)
 
 Noise and impulse clips are loaded once, when the config is parsed, into one flat float32 CPU tensor (no
 padding) that the tf.data functions capture (by reference: never copied per utterance). Noise manifests
@@ -55,8 +66,8 @@ from typing import ClassVar, Union
 import numpy as np
 import tensorflow as tf
 
-from deepspeech2.audio import SAMPLE_RATE, load_audio
-from deepspeech2.data.manifest import read_manifest
+from deepspeech2.audio import SAMPLE_RATE
+from deepspeech2.data.manifest import load_utterance, read_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -105,15 +116,33 @@ def _check_range(lo_name: str, lo, hi_name: str, hi, **bounds) -> None:
 # Graph helpers
 
 
-def _uniform(low: float, high: float) -> tf.Tensor:
-    return tf.random.uniform([], low, high) if high > low else tf.constant(float(low))
+# All of an utterance's draws come from ONE stateless op (`Augmentation._draws`), which components map
+# from uniforms in [0, 1) with the helpers below: a stateless draw costs a key derivation and the draw
+# itself, ~3 us each in tf.data, so one pair per random value added ~5% to the pipeline's time.
 
 
-def _randint(high: tf.Tensor, shape) -> tf.Tensor:
-    """Uniform integers in [0, high] inclusive; `high` int32 >= 0, scalar or broadcastable to `shape`."""
+def _key(seed) -> tf.Tensor:
+    """`seed` as a stateless key, (2,) int; None: a fresh key from TF's global generator."""
+    if seed is None:
+        return tf.random.uniform([2], 0, tf.int64.max, dtype=tf.int64)
+    return tf.convert_to_tensor(seed)
+
+
+def _draw(seed, n: int) -> tf.Tensor:
+    """float32 (n,), uniform in [0, 1): a function of the (2,) key `seed` alone (None: fresh draws)."""
+    return tf.random.stateless_uniform([n], _key(seed))
+
+
+def _scale(u: tf.Tensor, low: float, high: float) -> tf.Tensor:
+    """A uniform draw `u` in [0, 1) mapped to [low, high)."""
+    return low + u * (high - low) if high > low else tf.constant(float(low))
+
+
+def _randint(u: tf.Tensor, high: tf.Tensor) -> tf.Tensor:
+    """Uniform draws `u` in [0, 1) mapped to integers in [0, high] inclusive; `high` int32 >= 0, scalar or
+    broadcastable to `u`."""
     high = tf.cast(high, tf.float32)
-    draw = tf.floor(tf.random.uniform(shape) * (high + 1.0))
-    return tf.cast(tf.minimum(draw, high), tf.int32)
+    return tf.cast(tf.minimum(tf.floor(u * (high + 1.0)), high), tf.int32)
 
 
 def _pad_to(x: tf.Tensor, n: tf.Tensor) -> tf.Tensor:
@@ -261,7 +290,7 @@ class _Bank:
         clips, skipped = [], 0
         for u in utterances:
             try:
-                wav = load_audio(u.audio_filepath, u.offset, u.duration or None, sample_rate)
+                wav = load_utterance(u, sample_rate)  # the one offset/duration rule (manifest.audio_span)
             except (ValueError, FileNotFoundError) as e:
                 skipped += 1
                 logger.warning("skipping %s clip: %s", what, e)
@@ -287,9 +316,9 @@ class _Bank:
         with tf.init_scope(), tf.device("/CPU:0"):
             self.samples = tf.constant(np.concatenate(clips).astype(np.float32))  # (total samples,)
 
-    def pick(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """A uniformly random clip: `(flat samples, offset, length)` as tensors."""
-        i = tf.random.uniform([], 0, len(self.lengths), dtype=tf.int32)
+    def pick(self, u: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """The clip a uniform draw `u` in [0, 1) selects: `(flat samples, offset, length)` as tensors."""
+        i = _randint(u, len(self.lengths) - 1)
         return self.samples, tf.gather(self.offsets, i), tf.gather(self.lengths, i)
 
 
@@ -302,6 +331,7 @@ class VolumePerturb:
     """Random gain, uniform in dB (seed: VolumePerturbAugmentor)."""
 
     type: ClassVar[str] = "volume"
+    num_draws: ClassVar[int] = 1  # uniforms `apply` takes: the gain
     min_gain_dBFS: float  # lowest gain, dB
     max_gain_dBFS: float  # highest gain, dB
     prob: float = 1.0  # chance this component fires for an utterance
@@ -310,8 +340,11 @@ class VolumePerturb:
         _check_prob(self.prob)
         _check_range("min_gain_dBFS", self.min_gain_dBFS, "max_gain_dBFS", self.max_gain_dBFS)
 
-    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        gain_db = _uniform(self.min_gain_dBFS, self.max_gain_dBFS)
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor, seed=None) -> tuple[tf.Tensor, tf.Tensor]:
+        return self.apply(wav, length, _draw(seed, self.num_draws))
+
+    def apply(self, wav: tf.Tensor, length: tf.Tensor, u: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        gain_db = _scale(u[0], self.min_gain_dBFS, self.max_gain_dBFS)
         return _pad_to(wav[:length] * tf.pow(10.0, gain_db / 20.0), tf.shape(wav)[0]), length
 
 
@@ -324,6 +357,7 @@ class SpeedPerturb:
     """
 
     type: ClassVar[str] = "speed"
+    num_draws: ClassVar[int] = 1  # uniforms `apply` takes: the rate
     min_speed_rate: float  # slowest rate (> 0); e.g. 0.9 makes an utterance 11% longer
     max_speed_rate: float  # fastest rate
     prob: float = 1.0
@@ -333,8 +367,11 @@ class SpeedPerturb:
         _check_range("min_speed_rate", self.min_speed_rate, "max_speed_rate", self.max_speed_rate,
                      low=0.0, low_open=True)
 
-    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        return change_speed(wav, length, _uniform(self.min_speed_rate, self.max_speed_rate),
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor, seed=None) -> tuple[tf.Tensor, tf.Tensor]:
+        return self.apply(wav, length, _draw(seed, self.num_draws))
+
+    def apply(self, wav: tf.Tensor, length: tf.Tensor, u: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        return change_speed(wav, length, _scale(u[0], self.min_speed_rate, self.max_speed_rate),
                             self.min_speed_rate, self.max_speed_rate)
 
 
@@ -346,6 +383,7 @@ class ShiftPerturb:
     """
 
     type: ClassVar[str] = "shift"
+    num_draws: ClassVar[int] = 1  # uniforms `apply` takes: the shift
     min_shift_ms: float  # most negative shift, milliseconds
     max_shift_ms: float  # most positive shift, milliseconds
     prob: float = 1.0
@@ -355,8 +393,11 @@ class ShiftPerturb:
         _check_prob(self.prob)
         _check_range("min_shift_ms", self.min_shift_ms, "max_shift_ms", self.max_shift_ms)
 
-    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        shift_ms = _uniform(self.min_shift_ms, self.max_shift_ms)
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor, seed=None) -> tuple[tf.Tensor, tf.Tensor]:
+        return self.apply(wav, length, _draw(seed, self.num_draws))
+
+    def apply(self, wav: tf.Tensor, length: tf.Tensor, u: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        shift_ms = _scale(u[0], self.min_shift_ms, self.max_shift_ms)
         shift = tf.cast(shift_ms * self.sample_rate / 1000.0, tf.int32)  # truncates toward 0, as the seed
         return shift_samples(wav, length, shift), length
 
@@ -387,6 +428,7 @@ class NoisePerturb:
     """
 
     type: ClassVar[str] = "noise"
+    num_draws: ClassVar[int] = 3  # uniforms `apply` takes: the clip, where in it, the SNR
     noise_manifest_path: str  # manifest of noise clips (text may be ""); relative to the working directory
     min_snr_dB: float  # lowest signal-to-noise ratio, dB
     max_snr_dB: float  # highest signal-to-noise ratio, dB
@@ -401,16 +443,20 @@ class NoisePerturb:
             raise ValueError(f"`noise_manifest_path` must be a path, got {self.noise_manifest_path!r}")
         object.__setattr__(self, "bank", _Bank(str(self.noise_manifest_path), self.sample_rate, "noise"))
 
-    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor, seed=None) -> tuple[tf.Tensor, tf.Tensor]:
+        return self.apply(wav, length, _draw(seed, self.num_draws))
+
+    def apply(self, wav: tf.Tensor, length: tf.Tensor, u: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         length = tf.cast(length, tf.int32)
         x = wav[:length]
-        samples, offset, n = self.bank.pick()
+        u_clip, u_start, u_snr = tf.unstack(u, num=3)
+        samples, offset, n = self.bank.pick(u_clip)
         # A longer clip: a random stretch inside it (the seed), a plain slice. A shorter one: loop it from a
         # random phase (a gather).
-        start = _randint(tf.where(n >= length, n - length, n - 1), [])
+        start = _randint(u_start, tf.where(n >= length, n - length, n - 1))
         noise = tf.cond(n >= length, lambda: samples[offset + start:offset + start + length],
                         lambda: tf.gather(samples, offset + (start + tf.range(length)) % n))
-        snr_db = _uniform(self.min_snr_dB, self.max_snr_dB)
+        snr_db = _scale(u_snr, self.min_snr_dB, self.max_snr_dB)
         noise_power = _mean_square(noise, length)
         gain = tf.sqrt(_mean_square(x, length) / tf.maximum(noise_power, MEAN_SQUARE_FLOOR)
                        / tf.pow(10.0, snr_db / 10.0))
@@ -429,6 +475,7 @@ class ImpulseResponse:
     """
 
     type: ClassVar[str] = "impulse"
+    num_draws: ClassVar[int] = 1  # uniforms `apply` takes: the IR
     impulse_manifest_path: str  # manifest of impulse responses; relative to the working directory
     prob: float = 1.0
     sample_rate: int = SAMPLE_RATE  # Hz; IRs are resampled to it when loaded
@@ -441,8 +488,11 @@ class ImpulseResponse:
         bank = _Bank(str(self.impulse_manifest_path), self.sample_rate, "impulse", tail_db=IMPULSE_TAIL_DB)
         object.__setattr__(self, "bank", bank)
 
-    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        samples, offset, n = self.bank.pick()
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor, seed=None) -> tuple[tf.Tensor, tf.Tensor]:
+        return self.apply(wav, length, _draw(seed, self.num_draws))
+
+    def apply(self, wav: tf.Tensor, length: tf.Tensor, u: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        samples, offset, n = self.bank.pick(u[0])
         return convolve(wav, length, samples[offset:offset + n]), length
 
 
@@ -477,6 +527,7 @@ class BayesianNormalization:
     """
 
     type: ClassVar[str] = "bayesian_normal"
+    num_draws: ClassVar[int] = 0  # deterministic: `apply` takes no uniforms
     target_db: float  # target RMS, dBFS
     prior_db: float  # prior RMS estimate, dBFS
     prior_samples: float  # prior strength, in samples (>= 0)
@@ -491,7 +542,11 @@ class BayesianNormalization:
         _check_number("prior_samples", self.prior_samples, low=0.0)
         _check_number("startup_delay", self.startup_delay, low=0.0)
 
-    def __call__(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor, seed=None) -> tuple[tf.Tensor, tf.Tensor]:
+        return self.apply(wav, length, None)
+
+    def apply(self, wav: tf.Tensor, length: tf.Tensor, u) -> tuple[tf.Tensor, tf.Tensor]:
+        del u
         length = tf.cast(length, tf.int32)
         x = tf.cast(wav[:length], tf.float64)  # float64: a running sum over minutes of audio
         startup = tf.minimum(length - 1, int(self.sample_rate * self.startup_delay))
@@ -514,6 +569,9 @@ class BayesianNormalization:
 class SpecAugment:
     """SpecAugment on one utterance's features: time warp, frequency masks, time masks (Park et al. 2019;
     seed: SpecAugmentor). Everything stays inside the valid `frame_length` frames.
+
+    It expects normalized (z-scored) features, as the input pipeline gives it: there the fill value 0 is
+    each bin's mean over the training data.
     """
 
     type: ClassVar[str] = "specaugment"
@@ -526,7 +584,8 @@ class SpecAugment:
     adaptive_number_ratio: float = 0.0  # > 0: time masks = min(ratio * frames, max_n_time_masks)
     adaptive_size_ratio: float = 0.0  # > 0: widest time mask = ratio * frames (replaces T)
     max_n_time_masks: int = 20  # cap on adaptive time masks
-    replace_with_zero: bool = True  # masked value: 0, else the mean of the valid features
+    replace_with_zero: bool = True  # masked value: 0 (the per-bin mean, in z-score units), else the mean
+    # of this utterance's valid features (as the seed: one scalar over all bins)
     prob: float = 1.0
 
     def __post_init__(self):
@@ -539,33 +598,48 @@ class SpecAugment:
         if not isinstance(self.replace_with_zero, bool):
             raise ValueError(f"`replace_with_zero` must be true or false, got {self.replace_with_zero!r}")
 
-    def __call__(self, features: tf.Tensor, frame_length: tf.Tensor) -> tf.Tensor:
+    @property
+    def _time_slots(self) -> int:
+        """Time masks drawn: the adaptive count is known only per utterance, so its cap is drawn."""
+        return self.max_n_time_masks if self.adaptive_number_ratio > 0 else self.n_time_masks
+
+    @property
+    def num_draws(self) -> int:
+        """Uniforms `apply` takes: the warp centre and target, then f and f0 per frequency mask, t and t0
+        per time mask slot."""
+        return 2 + 2 * self.n_freq_masks + 2 * self._time_slots
+
+    def __call__(self, features: tf.Tensor, frame_length: tf.Tensor, seed=None) -> tf.Tensor:
+        return self.apply(features, frame_length, _draw(seed, self.num_draws))
+
+    def apply(self, features: tf.Tensor, frame_length: tf.Tensor, u: tf.Tensor) -> tf.Tensor:
         frames, dim = tf.shape(features)[0], tf.shape(features)[1]
         length = tf.minimum(tf.cast(frame_length, tf.int32), frames)
+        nf, slots = self.n_freq_masks, self._time_slots
+        u_warp, u_f, u_f0, u_t, u_t0 = tf.split(u, [2, nf, nf, slots, slots])
         if self.W > 0:
-            features = tf.cond(length > 2 * self.W, lambda: self._warp(features, length),
+            features = tf.cond(length > 2 * self.W, lambda: self._warp(features, length, u_warp),
                                lambda: features)
         valid = tf.range(frames) < length  # (frames,)
 
         # Frequency masks: width f in [0, min(F, dim)], start in [0, dim - f].
-        f = _randint(tf.minimum(self.F, dim), [self.n_freq_masks])
-        f0 = _randint(dim - f, [self.n_freq_masks])
+        f = _randint(u_f, tf.minimum(self.F, dim))
+        f0 = _randint(u_f0, dim - f)
         freq_mask = _spans(f0, f, dim)  # (dim,)
 
         # Time masks: width t in [0, T], capped at p * length; start in [0, length - t].
         if self.adaptive_number_ratio > 0:
-            slots = self.max_n_time_masks
             n_masks = tf.minimum(tf.cast(tf.cast(length, tf.float32) * self.adaptive_number_ratio,
                                          tf.int32), self.max_n_time_masks)
         else:
-            slots, n_masks = self.n_time_masks, self.n_time_masks
+            n_masks = self.n_time_masks
         if self.adaptive_size_ratio > 0:
             widest = tf.cast(tf.cast(length, tf.float32) * self.adaptive_size_ratio, tf.int32)
         else:
             widest = tf.constant(self.T)
         widest = tf.minimum(widest, tf.cast(tf.cast(length, tf.float32) * self.p, tf.int32))
-        t = _randint(widest, [slots]) * tf.cast(tf.range(slots) < n_masks, tf.int32)
-        t0 = _randint(length - t, [slots])
+        t = _randint(u_t, widest) * tf.cast(tf.range(slots) < n_masks, tf.int32)
+        t0 = _randint(u_t0, length - t)
         time_mask = _spans(t0, t, frames) & valid  # (frames,)
 
         mask = (time_mask[:, None] | freq_mask[None, :]) & valid[:, None]  # (frames, dim)
@@ -576,11 +650,11 @@ class SpecAugment:
                 tf.maximum(length * dim, 1), features.dtype)
         return tf.where(mask, value, features)
 
-    def _warp(self, x: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
+    def _warp(self, x: tf.Tensor, length: tf.Tensor, u: tf.Tensor) -> tf.Tensor:
         # Seed: center in [W, length - W), the frame at center moves to warped in [center - W + 1,
         # center + W]; [0, center) stretches onto [0, warped), [center, length) onto [warped, length).
-        center = self.W + _randint(length - 2 * self.W - 1, [])
-        warped = center - self.W + 1 + _randint(2 * self.W - 1, [])
+        center = self.W + _randint(u[0], length - 2 * self.W - 1)
+        warped = center - self.W + 1 + _randint(u[1], 2 * self.W - 1)
         j = tf.cast(tf.range(tf.shape(x)[0]), tf.float32)
         c, w, n = (tf.cast(v, tf.float32) for v in (center, warped, length))
         # Half-pixel centres, as image resizing does.
@@ -618,51 +692,66 @@ class Augmentation:
     def __bool__(self) -> bool:
         return bool(self.waveform or self.feature)
 
-    def apply_waveform(self, wav: tf.Tensor, length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def apply_waveform(self, wav: tf.Tensor, length: tf.Tensor, seed=None) -> tuple[tf.Tensor, tf.Tensor]:
         """Apply each waveform component with its probability (graph ops; call inside Dataset.map).
 
         Args:
             wav: float32 (samples,).
             length: int32 scalar, valid samples.
+            seed: (2,) int key the draws are a function of (the same key as `apply_features`'s: they use
+                different parts of it); None: a fresh one.
         Returns:
             `(wav, length)`; the valid samples are `wav[:length]`, the rest is zero.
         """
         wav = tf.convert_to_tensor(wav, tf.float32)
         length = tf.cast(length, tf.int32)
-        for component in self.waveform:
-            wav, length = _maybe(component, wav, length)
+        if not self.waveform:
+            return wav, length
+        coins, draws = self._draws(seed)
+        for c, coin, u in zip(self.waveform, coins, draws):
+            wav, length = _maybe(c.prob, coin, lambda c=c, u=u: c.apply(wav, length, u), (wav, length))
         return wav, length
 
-    def apply_features(self, features: tf.Tensor, frame_length: tf.Tensor) -> tf.Tensor:
+    def apply_features(self, features: tf.Tensor, frame_length: tf.Tensor, seed=None) -> tf.Tensor:
         """Apply each feature component with its probability.
 
         Args:
-            features: float32 (frames, dim).
+            features: float32 (frames, dim), normalized.
             frame_length: int32 scalar, valid frames.
+            seed: (2,) int key, as for `apply_waveform`; None: a fresh one.
         Returns:
             float32 (frames, dim).
         """
         features = tf.convert_to_tensor(features, tf.float32)
-        for component in self.feature:
-            if component.prob >= 1.0:
-                features = component(features, frame_length)
-            elif component.prob > 0.0:
-                features = tf.cond(tf.random.uniform([]) < component.prob,
-                                   lambda c=component: c(features, frame_length), lambda: features)
+        if not self.feature:
+            return features
+        coins, draws = self._draws(seed)
+        skip = len(self.waveform)
+        for c, coin, u in zip(self.feature, coins[skip:], draws[skip:]):
+            features = _maybe(c.prob, coin, lambda c=c, u=u: c.apply(features, frame_length, u), features)
         return features
+
+    def _draws(self, seed) -> tuple[list[tf.Tensor], list[tf.Tensor]]:
+        # One stateless op for the utterance: a coin per component (does it fire?), then each component's
+        # own uniforms, waveform components first. Both apply_* draw the same from the same seed and take
+        # their own components' share.
+        components = (*self.waveform, *self.feature)
+        n, sizes = len(components), [c.num_draws for c in components]
+        parts = tf.split(_draw(seed, n + sum(sizes)), [n] + sizes)
+        return tf.unstack(parts[0], num=n), parts[1:]
 
     def to_config(self) -> list[dict]:
         """The JSON list that parses back to this pipeline (waveform entries first)."""
         return [_entry(c) for c in (*self.waveform, *self.feature)]
 
 
-def _maybe(component, wav, length):
-    if component.prob >= 1.0:
-        return component(wav, length)
-    if component.prob <= 0.0:
-        return wav, length
-    return tf.cond(tf.random.uniform([]) < component.prob, lambda: component(wav, length),
-                   lambda: (wav, length))
+def _maybe(prob: float, coin: tf.Tensor, fire, unchanged):
+    """`fire()` with probability `prob` (`coin` is a uniform draw in [0, 1)), else `unchanged`."""
+    if prob >= 1.0:
+        return fire()
+    if prob <= 0.0:
+        return unchanged
+    return tf.cond(coin < prob, fire, lambda: unchanged)
 
 
 def _params(cls) -> tuple[list[str], list[str]]:

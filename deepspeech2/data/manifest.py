@@ -4,6 +4,13 @@ Required keys: `audio_filepath`, `duration` (seconds), `text`. Optional: `offset
 file), `speaker`, `language`. Any other key is kept in `extra` and written back unchanged, so
 PaddleSpeech and NeMo manifests load and round-trip as they are. Relative audio paths are resolved
 against the manifest's own directory (so a corpus folder can be moved as a whole).
+
+What audio a line stands for, in every tool (validate, make-shards, compute-stats):
+  - a line WITH an `offset` key, even `"offset": 0`, is a segment: `[offset, offset + duration)` of the file
+    (TED-LIUM, NeMo segmented manifests). It may run past the file's end by `DURATION_TOLERANCE`, and is
+    cut there.
+  - a line WITHOUT one is the whole file, and `duration` must be its length within `DURATION_TOLERANCE`.
+`audio_span` and `duration_mismatch` are that rule; `load_utterance` decodes by it.
 """
 
 from __future__ import annotations
@@ -15,7 +22,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from deepspeech2.audio import DURATION_TOLERANCE, SAMPLE_RATE, audio_info, read_frames
 from deepspeech2.fileio import atomic_write
+from deepspeech2.text import UnnormalizableError, normalize
 
 _REQUIRED = ("audio_filepath", "duration", "text")
 _OPTIONAL = ("offset", "speaker", "language")
@@ -26,12 +37,18 @@ class Utterance:
     """One manifest line."""
 
     audio_filepath: str  # absolute after reading (relative paths resolve against the manifest's dir)
-    duration: float  # seconds of audio used, starting at `offset`
+    duration: float  # seconds: the segment's length, or the whole file's (checked against the audio)
     text: str  # normalized transcript
-    offset: float = 0.0  # seconds into the file where the utterance starts (TED-LIUM segments)
+    offset: float | None = None  # set (even 0.0): a segment starting this many seconds into the file
+    # (TED-LIUM); None: the whole file. A segment at 0 is not the whole file: its duration bounds it.
     speaker: str | None = None
     language: str | None = None  # "en", "zh", ...
     extra: dict = field(default_factory=dict, compare=False)  # unknown keys, kept for round trips
+
+    @property
+    def is_segment(self) -> bool:
+        """True when the utterance is `[offset, offset + duration)` of its file rather than all of it."""
+        return self.offset is not None
 
     def to_json(self, relative_to: Path | None = None) -> str:
         path = self.audio_filepath
@@ -42,7 +59,7 @@ class Utterance:
             except ValueError:
                 pass
         obj = {"audio_filepath": path, "duration": round(self.duration, 4), "text": self.text}
-        if self.offset:
+        if self.offset is not None:  # kept at 0.0 too: it makes the line a segment
             obj["offset"] = round(self.offset, 4)
         for key in ("speaker", "language"):
             if getattr(self, key) is not None:
@@ -74,7 +91,9 @@ def parse_line(line: str, base_dir: Path | None = None, where: str = "") -> Utte
         raise ValueError(f"{where}: `text` must be a string, got {text!r}")
     nums = {}
     for key in ("duration", "offset"):
-        value = obj.pop(key, 0.0)
+        value = obj.pop(key, None)
+        if value is None and key == "offset":  # absent (or null): the whole file
+            continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"{where}: `{key}` must be a non-negative number of seconds, got {value!r}")
         nums[key] = float(value)
@@ -82,6 +101,59 @@ def parse_line(line: str, base_dir: Path | None = None, where: str = "") -> Utte
     if "speaker" in opt and opt["speaker"] is not None:
         opt["speaker"] = str(opt["speaker"])
     return Utterance(audio_filepath=path, text=text, **nums, **opt, extra=obj)
+
+
+def audio_span(u: Utterance, file_rate: int, file_frames: int) -> tuple[int, int]:
+    """The frames `[start, stop)` of its file that `u` stands for: the segment cut at the file's end, or
+    the whole file. Never raises; `duration_mismatch` says whether the manifest and the audio agree.
+
+    Args:
+        u: the utterance.
+        file_rate, file_frames: the file's sample rate and length in frames (`audio_info`).
+    Returns:
+        `(start, stop)`, 0 <= start <= stop <= file_frames.
+    """
+    if not u.is_segment:
+        return 0, file_frames
+    start = min(int(round(u.offset * file_rate)), file_frames)
+    return start, min(start + int(round(u.duration * file_rate)), file_frames)
+
+
+def duration_mismatch(u: Utterance, file_rate: int, file_frames: int) -> str | None:
+    """Why `u`'s offset/duration disagree with its audio by more than `DURATION_TOLERANCE`, or None.
+
+    A segment must start inside the file and end at most the tolerance past its end; a whole-file line's
+    `duration` must be the file's length within the tolerance.
+    """
+    seconds = file_frames / file_rate
+    if u.is_segment:
+        if u.offset >= seconds:
+            return f"segment starts at {u.offset:.3f}s, at or after the end of the audio ({seconds:.3f}s)"
+        if u.offset + u.duration > seconds + DURATION_TOLERANCE:
+            return (f"segment {u.offset:.3f}s + {u.duration:.3f}s runs past the end of the audio ({seconds:.3f}s) "
+                    f"by more than {DURATION_TOLERANCE}s")
+        return None
+    if abs(seconds - u.duration) > DURATION_TOLERANCE:
+        return (f"manifest says {u.duration:.3f}s but the audio has {seconds:.3f}s (more than {DURATION_TOLERANCE}s "
+                "apart; a line without `offset` is the whole file)")
+    return None
+
+
+def load_utterance(u: Utterance, sample_rate: int | None = SAMPLE_RATE) -> np.ndarray:
+    """Decode the audio `u` stands for (`audio_span`), downmixed to mono and resampled to `sample_rate`.
+
+    Returns:
+        float32 (samples,), in [-1, 1].
+
+    Raises:
+        FileNotFoundError: the audio file doesn't exist.
+        ValueError: unreadable audio, or offset/duration that disagree with it (`duration_mismatch`).
+    """
+    rate, _, frames = audio_info(u.audio_filepath)
+    problem = duration_mismatch(u, rate, frames)
+    if problem:
+        raise ValueError(f"`{u.audio_filepath}`: {problem}")
+    return read_frames(u.audio_filepath, *audio_span(u, rate, frames), sample_rate=sample_rate)
 
 
 def iter_manifest(path: str | os.PathLike) -> Iterator[tuple[int, Utterance]]:
@@ -119,6 +191,69 @@ def write_manifest(path: str | os.PathLike, utterances: Iterable[Utterance]) -> 
             f.write(u.to_json(relative_to=path.parent) + "\n")
             n += 1
     return n
+
+
+@dataclass(frozen=True)
+class NormalizeReport:
+    """What `normalize_manifest` did."""
+
+    written: int  # lines written to the output manifest
+    changed: int  # of those, lines whose transcript normalization changed
+    dropped: tuple[tuple[int, str], ...]  # (line number, reason) of the lines left out
+    dropped_path: Path | None  # where the dropped lines are listed (None when there are none)
+
+
+def normalize_manifest(path: str | os.PathLike, out: str | os.PathLike, language: str) -> NormalizeReport:
+    """Write `path` to `out` with every transcript normalized (`deepspeech2.text.normalize`), as the
+    corpus importers do; other keys are kept.
+
+    A transcript that can't be normalized confidently (`UnnormalizableError`: "3-2", "9/11", a stray
+    script) or is empty afterwards is left out rather than guessed: a wrong label is worse than none.
+    Those lines go to `<out>.dropped.jsonl` with the reason.
+
+    Args:
+        path: the manifest to read.
+        out: the manifest to write (may not be `path`).
+        language: "en" or "zh".
+
+    Returns:
+        a NormalizeReport.
+
+    Raises:
+        FileNotFoundError: `path` doesn't exist.
+        ValueError: a malformed line, a bad `language`, `out` is `path`, or no line is left to write.
+    """
+    path, out = Path(path), Path(out)
+    if language not in ("en", "zh"):
+        raise ValueError(f"`language` must be 'en' or 'zh', got {language!r}")
+    if out.resolve() == path.resolve():
+        raise ValueError(f"`out` must differ from the manifest read, got `{out}` for both")
+    kept, dropped, changed = [], [], 0
+    for n, u in iter_manifest(path):
+        try:
+            text = normalize(u.text, language, strict=True)
+        except UnnormalizableError as e:
+            dropped.append((n, f"can't be normalized confidently: {e}"))
+            continue
+        if not text:
+            dropped.append((n, "transcript is empty after normalization"))
+            continue
+        changed += text != u.text
+        kept.append(replace(u, text=text))
+    dropped_path = None
+    if dropped:
+        dropped_path = out.with_name(out.name + ".dropped.jsonl")
+        with open(path, encoding="utf-8") as f:
+            raw = dict(enumerate(f, start=1))
+        with atomic_write(dropped_path) as f:
+            for n, reason in dropped:
+                f.write(json.dumps({"line": n, "reasons": [reason], "entry": raw[n].rstrip("\n")},
+                                   ensure_ascii=False) + "\n")
+    if not kept:
+        where = f"; the reasons are in `{dropped_path}`" if dropped else ""
+        raise ValueError(f"no line of `{path}` is left to write to `{out}` ({len(dropped)} dropped){where}")
+    write_manifest(out, kept)
+    return NormalizeReport(len(kept), changed, tuple(dropped), dropped_path)
 
 
 def filter_utterances(

@@ -1,7 +1,7 @@
 """The tf.data input pipeline: shards -> (features, feature_lengths, labels, label_lengths) batches.
 
 Per utterance, inside tf.data with parallel calls (no Python on the hot path):
-    parse -> waveform augmentation -> drop what CTC can't fit -> features -> feature augmentation -> normalize
+    parse -> waveform augmentation -> drop what CTC can't fit -> features -> normalize -> feature augmentation
 then, per epoch: order (SortaGrad's sorted first epoch, DS2 §3.1, or a shuffle) -> bucket by length
 -> padded batches -> prefetch.
 
@@ -12,6 +12,11 @@ shard sorted by duration and lists the durations in its index, so:
   from random places of random shards (`shuffle_plan`), several blocks at a time, then shuffles records
   and, after length bucketing, batches. Reading whole shards in a shuffled file order instead would make
   an epoch a few short-to-long sweeps, not the random order DS2 trains with after the first epoch.
+
+Augmentation draws are stateless, keyed on (`PipelineConfig.seed`, epoch, input pipeline, the record's
+position in this pipeline's epoch): each epoch and each worker draws anew, while rebuilding an epoch (to
+resume it) replays its draws, whatever order the parallel maps run in. SpecAugment masks the normalized
+features (as PaddleSpeech does), so a mask holds the per-bin mean, 0.
 """
 
 from __future__ import annotations
@@ -38,9 +43,6 @@ BLOCKS_IN_FLIGHT = 16  # blocks a shuffled epoch reads at once, record by record
 # where a read buffer would be refilled for every record skipped (measured on 160 KB records: ~2 us
 # against ~7 us per record skipped with TF's default 256 KB buffer).
 BLOCK_READ_BUFFER = 0
-# SpecAugment (feature augmentation) masks the features before they are normalized, as it always has. Set
-# False to apply it after `featurize`, to normalized features; nothing else changes.
-FEATURE_AUGMENTATION_BEFORE_NORMALIZATION = True
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,8 @@ class PipelineConfig:
     shuffle_buffer: int = 512  # serialized records held for shuffling (~160 KB each for 5 s)
     shuffle_block: int = 16  # records a shuffled epoch reads in one contiguous block of a shard (their
     # durations are similar: shards are sorted); smaller is more random, larger reads fewer blocks
-    seed: int = 0  # shuffles use seed + epoch, so an epoch's order is reproducible on resume
+    seed: int = 0  # shuffles use seed + epoch, so an epoch's order is reproducible on resume; augmentation
+    # draws are keyed on (seed, epoch, input pipeline, position in the epoch)
     drop_remainder: bool = False  # drop a last partial batch (set for multi-worker training)
     deterministic: bool = True  # keep the order fixed under parallel map (needed to resume mid-epoch)
 
@@ -175,7 +178,8 @@ def make_dataset(
         shard_dirs: folders written by `ds2-make-shards` (each with an index.json).
         feature_config: how to compute features (must match the normalizer's).
         normalizer: z-score stats; None leaves features unnormalized.
-        augmentation: applied only when `training`.
+        augmentation: applied only when `training`; its draws are a function of (`config.seed`, `epoch`, the
+            input pipeline, the record's position in the epoch), so rebuilding an epoch replays them.
         config: batching and ordering.
         epoch: 0-based epoch; with `config.sortagrad`, epoch 0 is sorted by duration, later epochs (and all
             with `sortagrad` off) are shuffled with seed `config.seed + epoch`.
@@ -198,7 +202,9 @@ def make_dataset(
     sorted_epoch = not training or (config.sortagrad and epoch == 0)
     seed = config.seed + epoch
     batch = config.batch_size
+    pipeline_id = 0
     if input_context is not None:
+        pipeline_id = input_context.input_pipeline_id
         batch = input_context.get_per_replica_batch_size(config.batch_size)
         if input_context.num_input_pipelines > 1:
             if len(shards.files) < input_context.num_input_pipelines:
@@ -226,17 +232,20 @@ def make_dataset(
         ds = ds.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
 
     augment = augmentation if training and augmentation else None
-    # With feature augmentation before normalization, `featurize` computes raw features and the
-    # normalizer runs after the augmentation.
-    normalize_later = FEATURE_AUGMENTATION_BEFORE_NORMALIZATION and augment is not None and bool(augment.feature)
+    # A record's key for the augmentation draws is (this epoch and pipeline's stream, the record's position),
+    # the position from `enumerate`, before the parallel maps, so the key stays with the record whatever
+    # order they run in. Distinct keys are independent streams for the stateless (Philox) ops.
+    hi, lo = (int(x) for x in np.random.SeedSequence([config.seed, epoch, pipeline_id]).generate_state(2))
+    stream = (hi << 31) | (lo >> 1)  # 63 bits: a non-negative int64
 
-    def waveform(serialized):
+    def waveform(position, serialized):
         r = parse_example(serialized)
         wav, length = r["audio"], r["num_samples"]
+        key = tf.stack([tf.constant(stream, tf.int64), position])  # (2,) int64
         if augment is not None:
-            wav, length = augment.apply_waveform(wav, length)  # speed perturbation changes the length
+            wav, length = augment.apply_waveform(wav, length, key)  # speed perturbation changes the length
         return {"audio": wav, "num_samples": length, "duration": r["duration"], "labels": r["labels"],
-                "text": r["text"]}
+                "text": r["text"], "key": key}
 
     def usable(r):
         keep = (r["duration"] >= config.min_duration) & (r["duration"] <= config.max_duration)
@@ -246,16 +255,15 @@ def make_dataset(
         return keep
 
     def features(r):
-        feats, n = featurize(r["audio"], r["num_samples"], feature_config,
-                             None if normalize_later else normalizer)  # (frames, dim), ()
+        feats, n = featurize(r["audio"], r["num_samples"], feature_config, normalizer)  # (frames, dim), ()
         if augment is not None:
-            feats = augment.apply_features(feats, n)
-        if normalize_later and normalizer is not None:
-            feats = normalizer.apply(feats, n)
+            # On normalized features: a mask's 0 is the per-bin mean (masking raw log power with 0 and
+            # normalizing after turned every mask into a loud broadband band).
+            feats = augment.apply_features(feats, n, r["key"])
         out = (feats, n, r["labels"], tf.shape(r["labels"], out_type=tf.int32)[0])
         return out + (r["text"],) if keep_text else out
 
-    ds = ds.map(waveform, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
+    ds = ds.enumerate().map(waveform, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
     ds = ds.filter(usable)
     ds = ds.map(features, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
 

@@ -11,6 +11,7 @@ is a no-op (the index records a fingerprint of all three, and of the format vers
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import hashlib
 import json
@@ -23,8 +24,8 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from deepspeech2.audio import SAMPLE_RATE, load_audio
-from deepspeech2.data.manifest import Utterance, parse_line
+from deepspeech2.audio import SAMPLE_RATE
+from deepspeech2.data.manifest import Utterance, load_utterance, parse_line
 from deepspeech2.data.validate import model_name
 from deepspeech2.features import FeatureConfig
 from deepspeech2.fileio import atomic_path, write_json
@@ -118,7 +119,7 @@ def parse_example(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
 
 def _utt_id(u: Utterance) -> str:
     stem = Path(u.audio_filepath).stem
-    return f"{stem}@{u.offset:.2f}" if u.offset else stem
+    return f"{stem}@{u.offset:.2f}" if u.is_segment else stem
 
 
 class _Infeasible(ValueError):
@@ -132,15 +133,15 @@ def _load(u: Utterance, vocab: Vocabulary, config: ShardConfig):
         (serialized record, seconds, samples, CTC label steps).
 
     Raises:
-        ValueError: empty or out-of-vocabulary text, unreadable audio; `_Infeasible` if CTC can't fit it
-            through `config.model`.
+        ValueError: empty or out-of-vocabulary text, unreadable audio, offset/duration that disagree with the
+            audio (`deepspeech2.data.manifest.duration_mismatch`); `_Infeasible` if CTC can't fit it through
+            `config.model`.
         FileNotFoundError: the audio file doesn't exist.
     """
     labels = vocab.encode(u.text)
     if not labels:
         raise ValueError("empty transcript")
-    wav = load_audio(u.audio_filepath, offset=u.offset, duration=u.duration if u.offset else None,
-                     sample_rate=config.sample_rate)
+    wav = load_utterance(u, config.sample_rate)  # the segment, or the whole file: manifest.audio_span
     if not len(wav):
         raise ValueError("no audio samples")
     need = ctc_label_steps(labels)
@@ -184,12 +185,14 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
                 progress: bool = True) -> dict:
     """Write `manifest` as `config.num_shards` TFRecord shards plus `index.json`; returns the index.
 
-    Malformed manifest lines, bad utterances (unreadable audio, out-of-vocabulary text) and, with
-    `config.model`, utterances CTC can't fit are skipped and listed in the index's "skipped" with their
-    line number, kind ("malformed", "unusable" or "infeasible") and reason.
+    Malformed manifest lines, bad utterances (unreadable audio, out-of-vocabulary text, a duration that
+    disagrees with the audio) and, with `config.model`, utterances CTC can't fit are skipped and listed in
+    the index's "skipped" with their line number, kind ("malformed", "unusable" or "infeasible") and reason.
 
     Raises:
         FileNotFoundError: the manifest doesn't exist.
+        ValueError: no utterance could be written (the index is written all the same, listing why each
+            line was skipped): empty shards would only fail later, in training, further from the reason.
     """
     out = Path(config.out_dir)
     if not Path(manifest).exists():
@@ -199,7 +202,7 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
         previous = load_index(out)
         if previous.get("fingerprint") == fingerprint and all((out / s["path"]).exists()
                                                                  for s in previous["shards"]):
-            return previous
+            return _nonempty(previous, manifest, out)
     lines, skipped = read_manifest_lines(manifest)
     out.mkdir(parents=True, exist_ok=True)
     order = list(range(len(lines)))
@@ -265,7 +268,21 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
         "skipped": sorted(skipped, key=lambda e: e["line"]),
     }
     write_json(out / INDEX, index)
-    return index
+    return _nonempty(index, manifest, out)
+
+
+def _nonempty(index: dict, manifest, out: Path) -> dict:
+    """`index`, or ValueError saying why none of the manifest's lines became a record."""
+    if index["total_count"]:
+        return index
+    skipped = index["skipped"]
+    if not skipped:
+        raise ValueError(f"manifest `{manifest}` has no lines; nothing to shard")
+    kinds = collections.Counter(s["kind"] for s in skipped)
+    first = skipped[0]
+    raise ValueError(f"none of the {len(skipped)} lines of `{manifest}` could be written "
+                     f"({', '.join(f'{n} {k}' for k, n in kinds.most_common())}; line {first['line']}: "
+                     f"{first['reason']}); every line's reason is in `{out / INDEX}`")
 
 
 def load_index(shard_dir: str | os.PathLike) -> dict:

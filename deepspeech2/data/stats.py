@@ -15,8 +15,7 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from deepspeech2.audio import load_audio
-from deepspeech2.data.manifest import read_manifests
+from deepspeech2.data.manifest import load_utterance, read_manifests
 from deepspeech2.features import FeatureConfig, compute_features
 from deepspeech2.normalizer import Normalizer
 
@@ -35,8 +34,9 @@ def compute_mean_std(
 ) -> Normalizer:
     """Estimate per-bin feature mean and std over `num_samples` randomly chosen utterances.
 
-    Unreadable utterances (missing, corrupt, segment outside the file) and ones shorter than one window
-    are skipped, logged and counted in `Normalizer.num_skipped`; they never abort the run.
+    Utterances make-shards would skip for their audio (missing, corrupt, offset/duration that disagree with
+    it: `deepspeech2.data.manifest.duration_mismatch`) and ones shorter than one window are skipped, logged
+    and counted in `Normalizer.num_skipped`; they never abort the run.
 
     Args:
         manifest_paths: JSON-lines manifests; their utterances are pooled.
@@ -90,8 +90,7 @@ def compute_mean_std(
     min_samples = feature_config.window_length
     for u in tqdm(utts, desc="mean/std", unit="utt"):
         try:
-            wav = load_audio(u.audio_filepath, offset=u.offset, duration=u.duration or None,
-                             sample_rate=feature_config.sample_rate)
+            wav = load_utterance(u, feature_config.sample_rate)  # as make-shards stores it
         except Exception as e:  # noqa: BLE001 - one bad file must never kill the job
             skipped += 1
             logger.warning("skipping %s: %s", u.audio_filepath, e)

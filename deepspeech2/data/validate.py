@@ -1,7 +1,14 @@
-"""`ds2-prepare validate`: check every manifest line before a long job trips over it."""
+"""`ds2-prepare validate`: check every manifest line before a long job trips over it.
+
+It judges a line as the other tools use it, so they agree: what `ds2-make-shards` and `ds2-compute-stats`
+convert on the fly (another sample rate, several channels) is a warning, not a problem, unless `strict`;
+offset/duration follow `deepspeech2.data.manifest.duration_mismatch` (one `DURATION_TOLERANCE` everywhere);
+CTC feasibility is `deepspeech2.model.ctc_feasible`'s rule on the audio make-shards would store.
+"""
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import json
 import os
@@ -13,7 +20,7 @@ import soundfile as sf
 from tqdm import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info
-from deepspeech2.data.manifest import Utterance, parse_line, write_manifest
+from deepspeech2.data.manifest import Utterance, audio_span, duration_mismatch, parse_line, write_manifest
 from deepspeech2.features import FeatureConfig
 from deepspeech2.fileio import atomic_write
 from deepspeech2.model.config import DS2_SMALL, PRESETS, ModelConfig
@@ -26,19 +33,14 @@ class ValidationConfig:
     """What `validate_manifest` checks."""
 
     vocab: Vocabulary | None = None  # text must be within it; None skips the check
-    sample_rate: int = SAMPLE_RATE  # expected sample rate of every file
-    channels: int = 1  # expected channel count
-    duration_tolerance: float = 0.05  # seconds the manifest's duration may differ from the audio's
+    sample_rate: int = SAMPLE_RATE  # the rate make-shards stores; other rates are resampled (a warning)
+    strict: bool = False  # a file that would be resampled or downmixed is a problem, not a warning
     model: ModelConfig | None = DS2_SMALL  # CTC feasibility is judged with this model's exact output steps
     # (`deepspeech2.model.output_steps`, as training does); None skips the check
     feature_config: FeatureConfig = FeatureConfig()  # the features the model sees: their window, hop and
     # sample rate (the audio is counted as make-shards resamples it) give the frames
     decode: bool = True  # decode every file fully (slower; catches truncated/corrupt data)
     num_workers: int = 4  # threads (soundfile releases the GIL)
-
-    def __post_init__(self):
-        if self.duration_tolerance < 0:
-            raise ValueError(f"`duration_tolerance` must be >= 0, got {self.duration_tolerance}")
 
 
 def model_name(model: ModelConfig) -> str:
@@ -48,14 +50,11 @@ def model_name(model: ModelConfig) -> str:
 
 
 def samples_used(u: Utterance, file_rate: int, file_frames: int, sample_rate: int) -> int:
-    """The samples of `u` that `make_shards` stores, at `sample_rate`: the whole file, or the segment
-    (`offset` > 0) cut at the file's end. So a line whose audio is shorter than its manifest duration is
-    judged on the audio it really has."""
-    if u.offset:
-        start = int(round(u.offset * file_rate))
-        used = max(0, min(start + int(round(u.duration * file_rate)), file_frames) - start)
-    else:
-        used = file_frames
+    """The samples of `u` that `make_shards` stores, at `sample_rate`: its `audio_span` (a segment is cut
+    at the file's end), resampled. So a line whose audio is shorter than its manifest duration is judged on
+    the audio it really has."""
+    start, stop = audio_span(u, file_rate, file_frames)
+    used = stop - start
     return used if file_rate == sample_rate else -(-used * sample_rate // file_rate)  # resample: ceil
 
 
@@ -74,8 +73,9 @@ class Problem:
 class ValidationReport:
     path: Path
     total: int = 0
-    good: list[tuple[int, Utterance]] = field(default_factory=list)
-    problems: list[Problem] = field(default_factory=list)
+    good: list[tuple[int, Utterance]] = field(default_factory=list)  # usable lines, warnings or not
+    problems: list[Problem] = field(default_factory=list)  # each drops its line
+    warnings: list[Problem] = field(default_factory=list)  # the line stays: the pipeline converts it
 
     @property
     def ok(self) -> bool:
@@ -84,49 +84,65 @@ class ValidationReport:
     def bad_lines(self) -> list[int]:
         return sorted({p.line for p in self.problems})
 
+    def warned_lines(self) -> list[int]:
+        """Usable lines with a warning."""
+        return sorted({p.line for p in self.warnings} - {p.line for p in self.problems})
 
-def _check(line_no: int, raw: str, base: Path, cfg: ValidationConfig) -> tuple[Utterance | None, list[Problem]]:
+
+def _check(line_no: int, raw: str, base: Path, cfg: ValidationConfig
+           ) -> tuple[Utterance | None, list[Problem], list[Problem]]:
+    """`(utterance or None if dropped, problems, warnings)` for one line."""
     try:
         u = parse_line(raw, base, where=f"line {line_no}")
     except ValueError as e:
         msg = str(e).split(": ", 1)[-1]
         return None, [Problem(line_no, "json", msg, "fix the line so it is a JSON object with "
-                              "audio_filepath, duration (s) and text")]
-    problems = []
+                              "audio_filepath, duration (s) and text")], []
+    problems, warnings = [], []
     add = lambda f, m, fix: problems.append(Problem(line_no, f, m, fix))  # noqa: E731
+
+    def converted(f, m, fix):  # what make-shards and compute-stats convert on the fly
+        if cfg.strict:
+            add(f, m, fix + "; without strict checking this is a warning only")
+        else:
+            warnings.append(Problem(line_no, f, m, fix))
+
     if not u.text.strip():
         add("text", "empty transcript", "remove the line or add its transcript")
     elif cfg.vocab is not None and (oov := cfg.vocab.oov(u.text)):
         add("text", f"characters outside the vocabulary: {''.join(sorted(oov))!r}",
-            "normalize the text (deepspeech2.text.normalize) or rebuild the vocabulary")
+            "normalize the transcripts (ds2-prepare normalize MANIFEST --language en|zh --out OUT) or "
+            "rebuild the vocabulary")
     try:
         sr, ch, frames = audio_info(u.audio_filepath)
     except FileNotFoundError:
         add("audio_filepath", f"file not found: {u.audio_filepath}", "fix the path (relative paths resolve "
             "against the manifest's folder) or remove the line")
-        return None, problems
+        return None, problems, warnings
     except ValueError as e:
         add("audio_filepath", f"unreadable audio: {u.audio_filepath} ({str(e).split(': ')[-1]})",
             "re-convert the file to 16-bit WAV/FLAC or remove the line")
-        return None, problems
+        return None, problems, warnings
     if sr != cfg.sample_rate:
-        add("audio_filepath", f"sample rate {sr} Hz, expected {cfg.sample_rate}",
-            f"resample to {cfg.sample_rate} Hz (sox in.wav -r {cfg.sample_rate} out.wav)")
-    if ch != cfg.channels:
-        add("audio_filepath", f"{ch} channels, expected {cfg.channels}", "downmix to mono (sox in.wav -c 1 out.wav)")
-    file_seconds = frames / sr
-    if "offset" in json.loads(raw):  # a segment of a longer file (TED-LIUM): it must lie inside the file
-        if u.offset + u.duration > file_seconds + cfg.duration_tolerance:
-            add("duration", f"segment {u.offset:.3f}s + {u.duration:.3f}s runs past the end of the audio "
-                f"({file_seconds:.3f}s)", "fix the segment's offset/duration")
-    elif abs(file_seconds - u.duration) > cfg.duration_tolerance:
-        add("duration", f"manifest says {u.duration:.3f}s but the audio has {file_seconds:.3f}s",
-            f"set duration to {file_seconds:.3f}")
+        # make-shards and compute-stats resample it (deepspeech2.audio.load_audio); upsampled audio lacks
+        # the band above the file's Nyquist frequency, which the model otherwise hears.
+        empty = f"; the band above {sr // 2} Hz stays empty" if sr < cfg.sample_rate else ""
+        converted("audio_filepath", f"sample rate {sr} Hz, resampled to {cfg.sample_rate} Hz when used{empty}",
+                  f"resample once to save the work (sox in.wav -r {cfg.sample_rate} out.wav)")
+    if ch != 1:  # the model hears mono: load_audio averages the channels
+        converted("audio_filepath", f"{ch} channels, downmixed to mono when used (their mean)",
+                  "downmix once to save the work (sox in.wav -c 1 out.wav)")
+    mismatch = duration_mismatch(u, sr, frames)
+    if mismatch:
+        add("duration", mismatch, "fix the segment's offset/duration" if u.is_segment else
+            f"set duration to {frames / sr:.3f}, or, if the line is a part of the file, give its `offset` "
+            "(0 for the start)")
+    start, stop = audio_span(u, sr, frames)
     if cfg.decode and not problems:
         try:
             with sf.SoundFile(u.audio_filepath) as f:
-                f.seek(int(u.offset * sr))
-                data = f.read(int(round(u.duration * sr)), dtype="int16")
+                f.seek(start)
+                data = f.read(stop - start, dtype="int16")
             if len(data) == 0:
                 add("audio_filepath", "no samples decoded", "re-convert the file")
             elif not np.any(data):
@@ -144,12 +160,20 @@ def _check(line_no: int, raw: str, base: Path, cfg: ValidationConfig) -> tuple[U
             add("text", f"CTC-infeasible: model {model_name(cfg.model)} has {steps} output steps for "
                 f"{num_samples / cfg.feature_config.sample_rate:.3f}s of audio but the labels need {need}",
                 "drop the line, or use a model with a smaller time stride")
-    return (u if not problems else None), problems
+    return (u if not problems else None), problems, warnings
 
 
 def validate_manifest(path: str | os.PathLike, config: ValidationConfig = ValidationConfig(),
                       progress: bool = True) -> ValidationReport:
-    """Check every line of a manifest; returns the good utterances and one Problem per issue found."""
+    """Check every line of a manifest.
+
+    Returns:
+        the report: the usable utterances, one Problem per issue that drops a line, and one warning per
+        conversion the pipeline makes on the fly (sample rate, channels; problems too with `strict`).
+
+    Raises:
+        FileNotFoundError: the manifest doesn't exist.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"manifest `{path}` does not exist")
@@ -158,19 +182,27 @@ def validate_manifest(path: str | os.PathLike, config: ValidationConfig = Valida
         lines = [(n, line) for n, line in enumerate(f, start=1) if line.strip()]
     report = ValidationReport(path=path, total=len(lines))
     with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool:
-        results = pool.map(lambda nl: _check(nl[0], nl[1], base, config), lines)
-        for (n, _), (utt, problems) in zip(lines, tqdm(results, total=len(lines), desc=f"validate {path.name}",
-                                                       unit="utt", disable=not progress)):
+        results = tqdm(pool.map(lambda nl: _check(nl[0], nl[1], base, config), lines), total=len(lines),
+                       unit="utt", desc=f"validate {path.name}", disable=not progress)
+        for (n, _), (utt, problems, warnings) in zip(lines, results):
             report.problems.extend(problems)
+            report.warnings.extend(warnings)
             if utt is not None:
                 report.good.append((n, utt))
     return report
 
 
 def write_clean(report: ValidationReport, out: str | os.PathLike) -> Path:
-    """Write the good lines to `out` and the dropped ones (with reasons) to `<out>.dropped.jsonl`."""
+    """Write the good lines to `out` and the dropped ones (with reasons) to `<out>.dropped.jsonl`.
+
+    Returns:
+        the path of the dropped-lines file.
+
+    Raises:
+        ValueError: no line is usable: the dropped-lines file is written, `out` is not (an empty manifest
+            would only fail later, in make-shards or training, further from the reason).
+    """
     out = Path(out)
-    write_manifest(out, (u for _, u in report.good))
     dropped = out.with_name(out.name + ".dropped.jsonl")
     by_line: dict[int, list[str]] = {}
     for p in report.problems:
@@ -181,4 +213,11 @@ def write_clean(report: ValidationReport, out: str | os.PathLike) -> Path:
         for line, reasons in sorted(by_line.items()):
             f.write(json.dumps({"line": line, "reasons": reasons, "entry": raw[line].rstrip("\n")},
                                ensure_ascii=False) + "\n")
+    if not report.good:
+        fields = collections.Counter(p.field for p in report.problems).most_common(3)
+        example = {p.field: p.message for p in reversed(report.problems)}  # each field's first message
+        why = "; ".join(f"{n} with `{f}` problems (e.g. {example[f]})" for f, n in fields) or "it has no lines"
+        raise ValueError(f"none of the {report.total} lines of `{report.path}` is usable, so `{out}` was not "
+                         f"written; most common: {why}; every line's reasons are in `{dropped}`")
+    write_manifest(out, (u for _, u in report.good))
     return dropped

@@ -318,7 +318,9 @@ def build_split(
                                       f"({file_duration:.2f}s long)"))
             continue
         utts.append(Utterance(audio_filepath=str(path), duration=duration, text=e.text,
-                              offset=round(e.offset, _DURATION_DECIMALS), speaker=e.speaker,
+                              # a segment (TED-LIUM) keeps its offset, even 0; a whole file has none
+                              offset=round(e.offset, _DURATION_DECIMALS) if e.end is not None else None,
+                              speaker=e.speaker,
                               language=language, extra={"id": e.id, **e.extra}))
 
     manifest = output_dir / f"{split}.jsonl"
