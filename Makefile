@@ -28,8 +28,9 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 # results/demo.json. Every stage is a file target, so a re-run reuses finished work (training resumes).
 #   make demo                    the full demo (DEMO_SIZE=full)
 #   make demo DEMO_SIZE=small    a ~3-minute smoke version: a few minutes of audio, the tiny model
-# Knobs: TINY_HOURS (training audio), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM.
+# Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM.
 DEMO_SIZE ?= full
+TINY_SPEAKERS ?= 300
 ifeq ($(DEMO_SIZE),full)
 TINY_HOURS ?= 1.0
 DEMO_EPOCHS ?= 20
@@ -62,7 +63,7 @@ demo-data: $(foreach s,$(SPLITS),$(TINY)/shards/$(s)/index.json) $(TINY)/mean_st
 
 $(TINY)/train.jsonl: | deps
 	$(STAGE) "[1/7] tiny corpus: $(TINY_HOURS) h of English from espeak-ng and flite voices"
-	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS)
+	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS)
 
 $(TINY)/vocab.txt: $(TINY)/train.jsonl
 	$(STAGE) "[2/7] vocabulary, validation, shards, noise and statistics"

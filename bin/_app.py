@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 from absl import app, flags
+from absl import logging as absl_logging
 
 FLAGS = flags.FLAGS
 
@@ -118,7 +119,16 @@ def _parse_flags(command: str):
 
 
 def run(main) -> None:
-    """app.run(main) with the --help above. `main` is the command's main(argv), defined in its module."""
+    """app.run(main) with the --help above. `main` is the command's main(argv), defined in its module.
+
+    Library log lines below WARNING stay hidden (absl would print every INFO line); --verbosity 0 shows them.
+    """
     module = sys.modules[main.__module__]
     _install_help(module)
-    app.run(main, flags_parser=_parse_flags(command_name(module.__name__)))
+
+    def quiet_main(argv):
+        if not FLAGS["verbosity"].present:
+            absl_logging.set_verbosity(absl_logging.WARNING)
+        return main(argv)
+
+    app.run(quiet_main, flags_parser=_parse_flags(command_name(module.__name__)))

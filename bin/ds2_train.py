@@ -12,7 +12,6 @@ import logging
 import sys
 
 from absl import flags
-from absl import logging as absl_logging
 
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.model import PRESETS, load_model_config
@@ -59,8 +58,6 @@ F = flags.FLAGS
 def main(argv):
     del argv
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if not F["verbosity"].present:
-        absl_logging.set_verbosity(absl_logging.WARNING)
     try:
         model = dataclasses.replace(load_model_config(F.model), **json.loads(F.model_overrides))
         pipeline = PipelineConfig(batch_size=F.batch_size, batch_frames=F.batch_frames, sortagrad=F.sortagrad,
