@@ -455,3 +455,22 @@ def test_draws_are_a_function_of_the_seed_alone(tmp_path):
     assert 6000 in lengths and len(lengths) > 1
     # Without a key, each call draws afresh (over a few calls: one may not fire, prob 0.8).
     assert len({aug.apply_features(feats, 60).numpy().tobytes() for _ in range(4)}) > 1
+
+
+def test_vtlp_moves_formants_by_alpha_and_keeps_the_band_edges():
+    from deepspeech2.data.augment import VTLP, warp_frequency
+
+    bins = np.arange(161, dtype=np.float32)
+    spectrum = np.exp(-0.5 * ((bins - 40.0) / 3.0) ** 2)[None, :].repeat(5, axis=0)  # a formant at bin 40
+    for alpha in (0.9, 1.0, 1.1):
+        warped = warp_frequency(tf.constant(spectrum), alpha).numpy()
+        assert np.argmax(warped[0]) == round(40 * alpha)  # below the knee: k -> alpha k
+        np.testing.assert_allclose(warped[:, -1], spectrum[:, -1], atol=1e-6)  # the top bin stays
+        np.testing.assert_allclose(warped[:, 0], spectrum[:, 0], atol=1e-6)  # and so does DC
+    np.testing.assert_allclose(warp_frequency(tf.constant(spectrum), 1.0).numpy(), spectrum, atol=1e-6)
+    aug = parse_augmentation([{"type": "vtlp", "params": {"min_warp": 0.9, "max_warp": 1.1}, "prob": 1.0}])
+    assert aug.feature == (VTLP(0.9, 1.1),) and not aug.waveform
+    out = aug.apply_features(tf.constant(spectrum), 5, seed=tf.constant([1, 2], tf.int64)).numpy()
+    assert 36 <= np.argmax(out[0]) <= 44
+    with pytest.raises(ValueError, match="`min_warp`"):
+        parse_augmentation([{"type": "vtlp", "params": {"min_warp": 1.2, "max_warp": 1.1}, "prob": 1.0}])

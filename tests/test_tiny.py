@@ -260,6 +260,10 @@ def test_many_training_speakers_reuse_variants_with_other_accents():
     held_out = {s.variant for split in ("dev", "test") for s in speakers[split] if s.variant}
     assert not variants & held_out  # dev and test voices stay unseen
     assert len({s.word_gap for s in train}) > 1
+    shared = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300, flite_share=0.1))["train"]
+    flite = [s for s in shared if s.engine == "flite"]
+    assert len(shared) == 300 and len(flite) == 30 and {s.voice for s in flite} == {"kal16", "awb"}
+    assert max(s.pitch for s in flite) > 1.25  # up into the female range
 
 
 def test_job_parameters_depend_only_on_seed_and_index():

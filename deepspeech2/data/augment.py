@@ -11,8 +11,9 @@ every utterance in every epoch:
 
 examples/augmentation.example.json is the recipe for the tiny corpus (its noise and RIR manifests come
 from `deepspeech2.data.noise.prepare_noise`). Types and params are the seed's (data_utils/augmentor/):
-`volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal` act on the waveform; `specaugment` acts
-on the features and always runs after every waveform entry, whatever its place in the list. Relative
+`volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal` act on the waveform; `specaugment` and
+`vtlp` (ours: vocal tract length perturbation) act on the features and always run after every waveform
+entry, whatever their place in the list. Relative
 manifest paths resolve against the current working directory, as in the seed.
 
 Draws are stateless (`tf.random.stateless_uniform`): a (2,) int key `seed` determines them all. The input
@@ -82,7 +83,7 @@ MAX_FFT_SIZE = 2**30  # longest FFT input supported: 18 hours at 16 kHz, far bey
 SPEED_SIZE_CANDIDATES = 8  # input sizes tried per speed change: the rate error falls from 0.8% (1) to 0.25%
 IMPULSE_TAIL_DB = 60.0  # IRs are cut where the energy still to come is 60 dB down (the RT60 definition)
 
-TYPES = ("volume", "speed", "shift", "noise", "impulse", "bayesian_normal", "specaugment")
+TYPES = ("volume", "speed", "shift", "noise", "impulse", "bayesian_normal", "specaugment", "vtlp")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -668,6 +669,56 @@ class SpecAugment:
         return tf.gather(x, i0) * (1.0 - frac) + tf.gather(x, i1) * frac
 
 
+@dataclass(frozen=True)
+class VTLP:
+    """Vocal tract length perturbation (Jaitly & Hinton 2013) on spectral features: the frequency axis is
+    warped by a factor alpha drawn per utterance, so one voice sounds as from a shorter or longer vocal
+    tract, i.e. as another speaker.
+
+    The warp is VTLP's piecewise-linear one on the bin index k of `dim` bins: k -> alpha * k up to the
+    boundary `b = boundary * (dim - 1) * min(alpha, 1) / alpha`, then a straight line to the last bin, which
+    stays put. Each output bin reads its source position with linear interpolation between bins. For the
+    linear and log-mel features (bins ordered by frequency); MFCC cepstra are not a frequency axis.
+    """
+
+    type: ClassVar[str] = "vtlp"
+    min_warp: float = 0.9  # smallest alpha (< 1 moves formants down)
+    max_warp: float = 1.1  # largest alpha
+    boundary: float = 0.8  # fraction of the band where the warp turns to reach the top bin unchanged
+    prob: float = 1.0
+
+    def __post_init__(self):
+        _check_prob(self.prob)
+        _check_range("min_warp", self.min_warp, "max_warp", self.max_warp, low=0.5, high=2.0)
+        _check_number("boundary", self.boundary, low=0.0, high=1.0, low_open=True)
+
+    num_draws: ClassVar[int] = 1
+
+    def __call__(self, features: tf.Tensor, frame_length: tf.Tensor, seed=None) -> tf.Tensor:
+        return self.apply(features, frame_length, _draw(seed, self.num_draws))
+
+    def apply(self, features: tf.Tensor, frame_length: tf.Tensor, u: tf.Tensor) -> tf.Tensor:
+        return warp_frequency(features, _scale(u[0], self.min_warp, self.max_warp), self.boundary)
+
+
+def warp_frequency(features: tf.Tensor, alpha: tf.Tensor, boundary: float = 0.8) -> tf.Tensor:
+    """VTLP's piecewise-linear warp of the last axis of `features` (..., dim) by `alpha` (see `VTLP`)."""
+    dim = tf.shape(features)[-1]
+    top = tf.cast(dim - 1, tf.float32)
+    alpha = tf.cast(alpha, tf.float32)
+    knee = boundary * top * tf.minimum(alpha, 1.0) / alpha  # source bin where the warp turns
+    k = tf.range(dim, dtype=tf.float32)  # output bins
+    # Invert the forward map: output k <- source k / alpha below alpha * knee, else along the line from
+    # (alpha * knee) to (top) mapping back to (knee) .. (top).
+    turn = alpha * knee
+    upper = knee + (k - turn) * (top - knee) / tf.maximum(top - turn, 1e-6)
+    src = tf.clip_by_value(tf.where(k <= turn, k / alpha, upper), 0.0, top)
+    i0 = tf.cast(tf.floor(src), tf.int32)
+    i1 = tf.minimum(i0 + 1, dim - 1)
+    frac = src - tf.floor(src)
+    return tf.gather(features, i0, axis=-1) * (1.0 - frac) + tf.gather(features, i1, axis=-1) * frac
+
+
 def _spans(starts: tf.Tensor, widths: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
     """Union of [start, start + width) over the masks, as a bool (size,) vector."""
     pos = tf.range(size)[None, :]
@@ -687,7 +738,7 @@ class Augmentation:
     """The parsed pipeline: waveform components, then feature components, each in config order."""
 
     waveform: tuple[WaveformAugment, ...] = ()  # applied to (wav, length) before the features
-    feature: tuple[SpecAugment, ...] = ()  # applied to (features, frame_length)
+    feature: tuple[SpecAugment | VTLP, ...] = ()  # applied to (features, frame_length)
 
     def __bool__(self) -> bool:
         return bool(self.waveform or self.feature)
@@ -786,6 +837,8 @@ def _component_class(kind: str):
         return BayesianNormalization
     if kind == "specaugment":
         return SpecAugment
+    if kind == "vtlp":
+        return VTLP
     return None
 
 
@@ -827,7 +880,7 @@ def parse_augmentation(config: list | str | os.PathLike | None,
     waveform, feature = [], []
     for i, entry in enumerate(config):
         component = _parse_entry(entry, f"{where}, entry {i}", sample_rate)
-        (feature if isinstance(component, SpecAugment) else waveform).append(component)
+        (feature if isinstance(component, (SpecAugment, VTLP)) else waveform).append(component)
     return Augmentation(tuple(waveform), tuple(feature))
 
 

@@ -95,7 +95,10 @@ FLITE_VOICES = {"train": (("kal16", "M", 105.0), ("awb", "M", 110.0)),
 ESPEAK_DEFAULT_WPM = 175
 SPEAKER_RATE = (0.85, 1.15)  # a speaker's base rate factor
 SPEAKER_PITCH = (0.8, 1.25)  # a speaker's base pitch factor
-SPEAKER_WORD_GAP = (0, 4)  # espeak-ng -g: a speaker's extra pause between words, in 10 ms units
+SPEAKER_WORD_GAP = (0, 4)
+# flite's training voices are two men; the held-out ones include a woman (slt), so flite speakers past the
+# first of each voice spread the pitch up to the female range.
+FLITE_EXTRA_PITCH = (0.8, 1.7)  # espeak-ng -g: a speaker's extra pause between words, in 10 ms units
 UTT_JITTER = (0.93, 1.07)  # per-utterance factor on both, around the speaker's base
 ESPEAK_AMPLITUDE = (40, 80)  # espeak-ng -a (default 100 clips some variants)
 PEAK_DBFS = (-14.0, -1.0)  # per-utterance output level: peak in dB below full scale
@@ -131,6 +134,8 @@ class TinyCorpusConfig:
     dev_speakers: int = 8  # unseen speakers in dev (en: 1 flite voice)
     test_speakers: int = 8  # unseen speakers in test (en: 1 flite voice)
     use_flite: bool = True  # en: add the flite voices to the speaker pool
+    flite_share: float = 0.0  # en: at least this fraction of the training speakers are flite voices (its
+    # two training voices again with other rates and pitches); 0: each training flite voice once
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
     progress: bool = True  # show a tqdm bar per split
 
@@ -145,6 +150,8 @@ class TinyCorpusConfig:
             raise ValueError(f"`seed` must be a non-negative integer, got {self.seed!r}")
         if not isinstance(self.num_workers, int) or self.num_workers < 1:
             raise ValueError(f"`num_workers` must be an integer >= 1, got {self.num_workers!r}")
+        if not 0 <= self.flite_share < 1:
+            raise ValueError(f"`flite_share` must be in [0, 1), got {self.flite_share!r}")
         if not 1 <= self.min_words <= self.max_words:
             raise ValueError(f"need 1 <= `min_words` <= `max_words`, got {self.min_words!r} and {self.max_words!r}")
         if not 1 <= self.min_chars <= self.max_chars:
@@ -449,6 +456,9 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
     voices = _espeak_voices(espeak)
     en = config.language == "en"
     flite = {s: FLITE_VOICES[s] if en and config.use_flite else () for s in SPLITS}
+    if flite["train"]:
+        wanted = max(len(flite["train"]), round(config.flite_share * config.train_speakers))
+        flite["train"] = tuple(flite["train"][j % len(flite["train"])] for j in range(wanted))
     sizes = {s: getattr(config, f"{s}_speakers") - len(flite[s]) for s in SPLITS}
     variants = _split_variants(female, male, sizes, rng)
     if en:
@@ -487,9 +497,12 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
                                     voice=voice, variant=variant, gender=gender, rate=round(rate, 3),
                                     pitch=round(pitch, 3), word_gap=gap))
         for name, gender, f0 in flite[split]:
-            rate, pitch = float(rng.uniform(*SPEAKER_RATE)), float(rng.uniform(*SPEAKER_PITCH))
-            speakers.append(Speaker(id=f"flite-{name}", engine="flite", voice=name, variant=None, gender=gender,
-                                    rate=round(rate, 3), pitch=round(pitch, 3), f0=f0))
+            seen[name] += 1
+            rate = float(rng.uniform(*SPEAKER_RATE))
+            pitch = float(rng.uniform(*(SPEAKER_PITCH if seen[name] == 1 else FLITE_EXTRA_PITCH)))
+            speakers.append(Speaker(id=f"flite-{name}" if seen[name] == 1 else f"flite-{name}-{seen[name]}",
+                                    engine="flite", voice=name, variant=None, gender=gender, rate=round(rate, 3),
+                                    pitch=round(pitch, 3), f0=f0))
         out[split] = speakers
     return out
 
