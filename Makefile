@@ -24,8 +24,8 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 
 # ---------------------------------------------------------------------------------------------------
 # The main job on the tiny synthetic corpus, end to end: corpus -> vocabulary, shards, stats -> train ->
-# 3-gram LM -> alpha/beta tuned on dev -> test evaluated greedy and with the LM -> a summary table and
-# results/demo.json. Every stage is a file target, so a re-run reuses finished work (training resumes).
+# 3-gram LM -> alpha/beta tuned on dev -> test evaluated greedy and with the LM -> export, served over
+# gRPC (ds2-serve) and three test files transcribed by ds2-client -> a summary table and results/demo.json. Every stage is a file target, so a re-run reuses finished work (training resumes).
 #   make demo                    the full demo (DEMO_SIZE=full)
 #   make demo DEMO_SIZE=small    a ~3-minute smoke version: a few minutes of audio, the tiny model
 # Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM.
@@ -62,11 +62,11 @@ demo: deps demo-summary
 demo-data: $(foreach s,$(SPLITS),$(TINY)/shards/$(s)/index.json) $(TINY)/mean_std.npz $(TINY)/augmentation.json
 
 $(TINY)/train.jsonl: | deps
-	$(STAGE) "[1/7] tiny corpus: $(TINY_HOURS) h of English from espeak-ng and flite voices"
+	$(STAGE) "[1/8] tiny corpus: $(TINY_HOURS) h of English from espeak-ng and flite voices"
 	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS)
 
 $(TINY)/vocab.txt: $(TINY)/train.jsonl
-	$(STAGE) "[2/7] vocabulary, validation, shards, noise and statistics"
+	$(STAGE) "[2/8] vocabulary, validation, shards, noise and statistics"
 	$(BIN)/ds2-build-vocab --manifest_paths $< --out $@
 
 # Bad lines (e.g. speech too fast for CTC at the model's time stride) are dropped and reported, not fatal.
@@ -89,33 +89,48 @@ $(TINY)/augmentation.json: examples/augmentation.example.json $(TINY)/noise/rir.
 
 # Training resumes where it stopped; the stamp records that it finished DEMO_EPOCHS epochs.
 $(RUN)/.trained-$(DEMO_EPOCHS): demo-data
-	$(STAGE) "[3/7] train ($(DEMO_EPOCHS) epochs; progress below, TensorBoard: tensorboard --logdir $(RUN)/tensorboard)"
+	$(STAGE) "[3/8] train ($(DEMO_EPOCHS) epochs; progress below, TensorBoard: tensorboard --logdir $(RUN)/tensorboard)"
 	$(BIN)/ds2-train --flagfile=examples/tiny/tiny.flags --workdir=$(RUN) --train_shards=$(TINY)/shards/train \
 		--dev_shards=$(TINY)/shards/dev --vocab=$(TINY)/vocab.txt --mean_std=$(TINY)/mean_std.npz \
 		--augmentation=$(TINY)/augmentation.json --epochs=$(DEMO_EPOCHS) $(DEMO_TRAIN_FLAGS)
 	touch $@
 
 $(LM).bin: $(TINY)/train.jsonl | $(VENV)/bin/lmplz
-	$(STAGE) "[4/7] 3-gram language model from fortunes text without any dev/test sentence"
+	$(STAGE) "[4/8] 3-gram language model from fortunes text without any dev/test sentence"
 	$(BIN)/ds2-build-lm --text_paths $(TINY)/lm_text.txt --out $(LM) --order 3
 
 $(RES)/tune.json: $(RUN)/.trained-$(DEMO_EPOCHS) $(LM).bin
-	$(STAGE) "[5/7] tune alpha and beta on dev (beam search with the LM)"
+	$(STAGE) "[5/8] tune alpha and beta on dev (beam search with the LM)"
 	$(BIN)/ds2-tune --model_dir $(RUN)/model --manifest $(TINY)/dev.clean.jsonl --lm $(LM).bin $(DEMO_GRID) --beam_size $(DEMO_BEAM) \
 		--out_json $@ --out_png $(RES)/tune.png
 
 $(RES)/%_greedy.json: $(RUN)/.trained-$(DEMO_EPOCHS)
-	$(STAGE) "[6/7] evaluate $* greedy"
+	$(STAGE) "[6/8] evaluate $* greedy"
 	$(BIN)/ds2-eval --model_dir $(RUN)/model --manifest $(TINY)/$*.clean.jsonl --group_by speaker --report $@
 
 $(RES)/%_lm.json: $(RES)/tune.json
-	$(STAGE) "[6/7] evaluate $* with the LM (alpha, beta from $<)"
+	$(STAGE) "[6/8] evaluate $* with the LM (alpha, beta from $<)"
 	$(BIN)/ds2-eval --model_dir $(RUN)/model --manifest $(TINY)/$*.clean.jsonl --decoder beam --lm $(LM).bin --beam_size $(DEMO_BEAM) \
 		--alpha $$($(PY) -c "import json; print(json.load(open('$<'))['best_alpha'])") \
 		--beta $$($(PY) -c "import json; print(json.load(open('$<'))['best_beta'])") --group_by speaker --report $@
 
-demo-summary: $(foreach s,dev test,$(RES)/$(s)_greedy.json $(RES)/$(s)_lm.json)
-	$(STAGE) "[7/7] summary"
+# Export (with the tuned LM recorded for n-best requests), serve it with ds2-serve on a free loopback port,
+# transcribe three test files through gRPC with ds2-client (greedy and the LM's 3-best), stop the server.
+EXPORT := $(RUN)/export
+$(RES)/serving.json: $(RES)/test_lm.json
+	$(STAGE) "[7/8] export, serve over gRPC on a free loopback port, transcribe 3 test files with ds2-client"
+	$(BIN)/ds2-export --model_dir $(RUN)/model --export_dir $(EXPORT) --lm $(LM).bin --beam_size $(DEMO_BEAM) \
+		--alpha $$($(PY) -c "import json; print(json.load(open('$(RES)/tune.json'))['best_alpha'])") \
+		--beta $$($(PY) -c "import json; print(json.load(open('$(RES)/tune.json'))['best_beta'])")
+	rm -f $(RES)/serve.port
+	$(BIN)/ds2-serve --model_base_path $(EXPORT)/ds2 --port 0 --port_file $(RES)/serve.port > $(RES)/serve.log 2>&1 & \
+	pid=$$!; trap 'kill -TERM $$pid 2>/dev/null; wait $$pid' EXIT; \
+	until [ -s $(RES)/serve.port ]; do kill -0 $$pid 2>/dev/null || { cat $(RES)/serve.log; exit 1; }; sleep 0.2; done; \
+	$(BIN)/ds2-client --server 127.0.0.1:$$(cat $(RES)/serve.port) --manifest $(TINY)/test.clean.jsonl --num_samples 3 \
+		--nbest 3 --json $@.tmp && mv $@.tmp $@
+
+demo-summary: $(foreach s,dev test,$(RES)/$(s)_greedy.json $(RES)/$(s)_lm.json) $(RES)/serving.json
+	$(STAGE) "[8/8] summary"
 	$(PY) tools/demo_report.py --run $(RUN) --results $(RES) --data $(TINY) --size $(DEMO_SIZE)
 	cp $(RES)/demo.json results/demo.json
 

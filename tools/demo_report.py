@@ -40,6 +40,14 @@ def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
         if split == "test":
             summary["rtf"] = {"acoustic": lm["timing"]["rtf_acoustic"], "decoder_lm": lm["timing"]["rtf_decode"],
                               "decoder_greedy": greedy["timing"]["rtf_decode"], "total_lm": lm["timing"]["rtf_total"]}
+    serving = results / "serving.json"  # ds2-client's results through ds2-serve (gRPC)
+    if serving.is_file():
+        sv = _load(serving)
+        summary["serving"] = {
+            "model_versions": sv["model_versions"], "transcribed": sv["transcribed"], "failed": sv["failed"],
+            "median_latency_ms": sv["median_latency_ms"],
+            "examples": [{"file": r["file"], "reference": r["reference"], "greedy": r["transcript"],
+                          "lm": r["nbest"][0]["text"] if r["nbest"] else None} for r in sv["results"]]}
     summary["paths"] = {"tensorboard": str(run / "tensorboard"), "learning_curve": str(run / "learning_curve.png"),
                         "error_surface": str(results / "tune.png"), "model": str(run / "model"),
                         "test_report": str(results / "test_lm.json"), "data": str(data)}
@@ -59,10 +67,22 @@ def format_table(s: dict) -> str:
         f"beta {s['lm']['beta']:.3g} (tuned on dev)",
         f"real-time factor on test: acoustic model {s['rtf']['acoustic']:.4f}, beam search + LM "
         f"{s['rtf']['decoder_lm']:.4f}, all {s['rtf']['total_lm']:.4f}",
+        *_serving_lines(s),
         f"TensorBoard:    tensorboard --logdir {s['paths']['tensorboard']}",
         f"learning curve: {s['paths']['learning_curve']}",
         f"error surface:  {s['paths']['error_surface']}",
         f"per-utterance:  {s['paths']['test_report']}"])
+
+
+def _serving_lines(s: dict) -> list[str]:
+    if "serving" not in s:
+        return []
+    sv = s["serving"]
+    lines = [f"through gRPC (ds2-serve, model version {', '.join(map(str, sv['model_versions']))}): "
+             f"{sv['transcribed']} of {sv['transcribed'] + sv['failed']} test files, median {sv['median_latency_ms']} ms"]
+    for e in sv["examples"]:
+        lines += [f"  reference: {e['reference']}", f"  greedy:    {e['greedy']}", f"  with LM:   {e['lm']}"]
+    return lines
 
 
 def main():

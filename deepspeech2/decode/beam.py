@@ -267,6 +267,17 @@ class BeamSearch:
                                beam_prune_logp=self.config.beam_prune_logp, token_min_logp=SKIP_LOGP)
         return text.replace(" ", "") if self.char_level else text
 
+    def nbest(self, log_probs: np.ndarray, n: int) -> list[tuple[str, float]]:
+        """The `n` best hypotheses of one utterance `(time, vocab_size)`, best first, with their DS2 eq. 12
+        scores (fewer when the beam holds fewer)."""
+        candidates = candidate_log_probs(log_probs, self.config)
+        if candidates.shape[0] == 0:
+            return [("", 0.0)]
+        beams = self.ctc.decode_beams(candidates, beam_width=self.config.beam_size,
+                                      beam_prune_logp=self.config.beam_prune_logp, token_min_logp=SKIP_LOGP)
+        # A beam is (text, lm_state, word_frames, logit_score, combined_score), best first.
+        return [(b[0].replace(" ", "") if self.char_level else b[0], float(b[4])) for b in beams[:n]]
+
 
 def check_lm_files(config: DecoderConfig) -> Path | None:
     """The LM path of `config` (None without one), after checking that it and its unigram list exist.

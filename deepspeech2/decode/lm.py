@@ -178,7 +178,7 @@ def build_lm(config: LMConfig) -> LMResult:
             if config.prune:
                 cmd += ["--prune", *map(str, config.prune)]
             _run(cmd)
-        words = _arpa_unigrams(arpa)
+        words = arpa_unigrams(arpa)
         ngrams = _arpa_counts(arpa)
     # Most frequent first: easy to eyeball; pyctcdecode doesn't care about the order.
     words = sorted(words, key=lambda w: (-counts.get(w, 0), w))
@@ -262,7 +262,8 @@ def _run(cmd: list[str]) -> None:
         raise RuntimeError(f"`{Path(cmd[0]).name}` failed (exit {proc.returncode}): {tail}")
 
 
-def _arpa_unigrams(arpa: Path) -> list[str]:
+def arpa_unigrams(arpa: Path) -> list[str]:
+    """The words of an ARPA file's unigram section, in file order (sentence markers and <unk> left out)."""
     words = []
     with open(arpa, encoding="utf-8") as f:
         in_unigrams = False

@@ -1,0 +1,57 @@
+r"""Transcribe WAV files on a TF Serving server (ds2-serve or tensorflow_model_server) over gRPC.
+
+    ds2-client --server localhost:8500 recording.wav other.wav
+    ds2-client --server localhost:8500 --model_name ds2 --nbest 5 recording.wav
+    ds2-client --server localhost:8500 --manifest data/tiny/test.clean.jsonl --num_samples 3 --json out.json
+
+Uses the standard PredictionServiceStub: GetModelMetadata to find the `transcribe_wav` signature, then one
+Predict per file (sent concurrently, so ds2-serve batches them). WAV files must be at the model's sample
+rate (16 kHz); the server says so otherwise. Prints one `FILE<TAB>transcript` line per input, in order, as
+ds2-infer does; for manifest lines the reference follows on its own line. --nbest N (ds2-serve only) asks
+for the beam decoder's N best hypotheses, printed as `  #k<TAB>score<TAB>text` lines. A file that fails gets
+`FILE<TAB>error: ...` and the others are still transcribed; the exit status is 1 if any input failed.
+"""
+
+import sys
+
+from absl import flags
+
+flags.DEFINE_string("server", "localhost:8500", "host:port of the gRPC server.")
+flags.DEFINE_string("model_name", "ds2", "The model to ask for.")
+flags.DEFINE_string("manifest", None, "Transcribe lines of this manifest instead of files.")
+flags.DEFINE_integer("num_samples", 0, "With --manifest: N random lines; 0: all.")
+flags.DEFINE_integer("seed", 0, "Seed of the --num_samples draw.")
+flags.DEFINE_integer("nbest", 0, "Also ask for the N best hypotheses of the server's beam decoder (ds2-serve).")
+flags.DEFINE_float("timeout", 60.0, "Seconds per request.")
+flags.DEFINE_string("json", "", "Also write the results (and latencies) as JSON here.")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    try:
+        from deepspeech2.fileio import write_json
+        from deepspeech2_serving.client import ClientConfig, format_results, results_json, transcribe
+
+        config = ClientConfig(server=FLAGS.server, model_name=FLAGS.model_name, files=tuple(argv[1:]),
+                              manifest=FLAGS.manifest or "", num_samples=FLAGS.num_samples, seed=FLAGS.seed,
+                              nbest=FLAGS.nbest, timeout_seconds=FLAGS.timeout)
+        results = transcribe(config)
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"ds2-client: error: {e}")
+    print(format_results(results))
+    if FLAGS.json:
+        write_json(FLAGS.json, results_json(config, results))
+    sys.exit(1 if any(r.transcript is None for r in results) else 0)
+
+
+def run():
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,65 @@
+r"""Export a trained model as a SavedModel for TF Serving (a new version under EXPORT_DIR/MODEL_NAME/).
+
+    ds2-export --model_dir runs/tiny/model --export_dir runs/tiny/export
+    ds2-export --model_dir runs/tiny/model --export_dir runs/tiny/export --model_name ds2 \
+        --lm data/tiny/lm/tiny3.bin --alpha 0.5 --beta 2 --beam_size 100
+    saved_model_cli show --dir runs/tiny/export/ds2/1 --all
+
+Signatures: `serving_default` (float32 waveforms [batch, samples] + int32 lengths [batch]) and
+`transcribe_wav` (WAV file bytes [batch]), both giving log_probs, output_lengths and greedy transcripts;
+features, normalization and the greedy decoding run inside the graph, with stock TensorFlow ops only.
+The version (one more than the newest there, or --version) is written to a temporary folder and renamed,
+so a server watching the folder never sees half of it. assets.extra/ gets the vocabulary, the configs, the
+normalizer stats and TF Serving warm-up requests; with --lm, the beam decoder settings and the LM's word
+list. The decoder flags record the beam decoder ds2-serve runs for requests that ask for the n-best
+(--decoder greedy records none). Prints the version folder.
+"""
+
+import sys
+
+from absl import flags
+
+try:
+    from . import _decoding
+except ImportError:  # python bin/ds2_export.py
+    import _decoding
+
+flags.DEFINE_string("model_dir", None, "Model bundle folder (a ds2-train workdir's model/).")
+flags.DEFINE_string("export_dir", None, "Model root; the version goes to EXPORT_DIR/MODEL_NAME/<version>/.")
+flags.DEFINE_string("model_name", "ds2", "The model's name: its folder, and what clients ask for.")
+flags.DEFINE_integer("version", 0, "Version number; 0: one more than the newest there. Never overwrites.")
+flags.DEFINE_float("max_audio_seconds", 60.0, "Longer utterances are refused with INVALID_ARGUMENT.")
+_decoding.define_flags(kind="beam")
+flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
+flags.mark_flags_as_required(["model_dir", "export_dir"])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    if len(argv) > 1:
+        sys.exit(f"ds2-export: error: unexpected arguments {argv[1:]}")
+    try:
+        from deepspeech2_export.saved_model import ExportConfig, export_model
+
+        # The beam decoder (with --lm, its LM) ds2-serve runs for n-best requests; --decoder greedy records none.
+        decoder = _decoding.config(FLAGS)
+        config = ExportConfig(model_dir=FLAGS.model_dir, export_dir=FLAGS.export_dir, model_name=FLAGS.model_name,
+                              version=FLAGS.version, max_audio_seconds=FLAGS.max_audio_seconds,
+                              decoder=decoder if decoder.kind == "beam" else None)
+        path = export_model(config)
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"ds2-export: error: {e}")
+    print(path)
+
+
+def run():
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
+
+
+if __name__ == "__main__":
+    run()

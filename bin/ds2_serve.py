@@ -1,0 +1,94 @@
+r"""Serve an exported model over TF Serving's gRPC API (PredictionService, ModelService), with Batch Dispatch.
+
+    ds2-serve --model_base_path runs/tiny/export/ds2                       # 127.0.0.1:8500, batching on
+    ds2-serve --model_base_path runs/tiny/export/ds2 --port 0 --port_file /tmp/ds2.port
+    ds2-serve --model_base_path runs/tiny/export/ds2 --batching_parameters_file serving/batching_parameters.txt
+    ds2-serve --model_base_path runs/tiny/export/ds2 --noenable_batching --lm data/tiny/lm/tiny3.bin
+
+Any TF Serving client works unchanged (ds2-client is one): GetModelMetadata lists the signatures
+(serving_default: waveforms + lengths; transcribe_wav: WAV bytes), Predict runs them. Concurrent requests
+are merged into one forward pass, padded to the longest (DS2 §7.1's Batch Dispatch, with TF Serving's
+max_batch_size, batch_timeout_micros, num_batch_threads, max_enqueued_batches; an idle server runs a request
+at once, and the timeout only lets a batch fill while another is running). The newest version under
+--model_base_path is served and newer ones are picked up as ds2-export writes them. A request with the
+extra input `nbest` (an int) also gets the beam decoder's n-best (outputs nbest_transcripts, nbest_scores);
+the decoder is the one ds2-export recorded, unless decoder flags are given here (it decodes in the
+request's thread: --decode_workers doesn't apply). Binds 127.0.0.1 unless --host says otherwise. SIGTERM
+finishes the requests in flight, then exits.
+"""
+
+import sys
+
+from absl import flags
+
+try:
+    from . import _decoding
+except ImportError:  # python bin/ds2_serve.py
+    import _decoding
+
+flags.DEFINE_string("model_base_path", None, "The model's folder of versions (ds2-export's EXPORT_DIR/MODEL_NAME).")
+flags.DEFINE_string("model_name", "", "The name clients ask for; default: the base path's folder name.")
+flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).")
+flags.DEFINE_integer("port", 8500, "gRPC port; 0 picks a free one (see --port_file).")
+flags.DEFINE_string("port_file", "", "Write the port here once serving.")
+flags.DEFINE_bool("enable_batching", True, "Merge concurrent requests into one forward pass.")
+flags.DEFINE_string("batching_parameters_file", "", "TF Serving's batching parameters file (replaces "
+                    "--max_batch_size, --batch_timeout_micros, --num_batch_threads, --max_enqueued_batches).")
+flags.DEFINE_integer("max_batch_size", 16, "Utterances per forward pass at most.")
+flags.DEFINE_integer("batch_timeout_micros", 20000, "While another batch runs, how long a batch that isn't full "
+                     "waits for more; an idle server runs a request at once.")
+flags.DEFINE_integer("num_batch_threads", 0, "Batches run at the same time; 0: one per CPU core.")
+flags.DEFINE_integer("max_enqueued_batches", 8, "Queue bound in batches; more is refused (RESOURCE_EXHAUSTED).")
+flags.DEFINE_bool("batch_wait_when_idle", False, "TF Serving's rule: a batch waits --batch_timeout_micros to fill "
+                  "even when the server is idle.")
+flags.DEFINE_integer("max_message_bytes", 32 << 20, "Largest request or response.")
+flags.DEFINE_integer("max_concurrent_requests", 64, "Requests handled at once; more: RESOURCE_EXHAUSTED.")
+flags.DEFINE_float("file_system_poll_wait_seconds", 1.0, "How often to look for a new version; 0: never.")
+flags.DEFINE_float("grace_seconds", 30.0, "On SIGTERM, how long requests in flight may take to finish.")
+_decoding.define_flags(kind="beam")
+flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
+flags.mark_flags_as_required(["model_base_path"])
+FLAGS = flags.FLAGS
+BATCHING_FLAGS = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
+DECODER_FLAGS = ("decoder", "lm", "unigrams", "beam_size", "alpha", "beta", "cutoff_prob", "cutoff_top_n",
+                 "token_min_logp", "beam_prune_logp")
+
+
+def main(argv):
+    if len(argv) > 1:
+        sys.exit(f"ds2-serve: error: unexpected arguments {argv[1:]}")
+    try:
+        from deepspeech2_serving.batching import BatchingConfig
+        from deepspeech2_serving.server import ServeConfig, serve
+
+        batching = None
+        if FLAGS.batching_parameters_file and FLAGS.enable_batching:
+            with open(FLAGS.batching_parameters_file, encoding="utf-8") as f:
+                batching = BatchingConfig.from_text(f.read(), wait_when_idle=FLAGS.batch_wait_when_idle)
+        elif FLAGS.enable_batching:
+            batching = BatchingConfig(**{name: FLAGS[name].value for name in BATCHING_FLAGS},
+                                      wait_when_idle=FLAGS.batch_wait_when_idle)
+        # Decoder flags given here replace the decoder the export recorded (assets.extra/decoder_config.json).
+        decoder = _decoding.config(FLAGS) if any(FLAGS[name].present for name in DECODER_FLAGS) else None
+        config = ServeConfig(model_base_path=FLAGS.model_base_path, model_name=FLAGS.model_name, host=FLAGS.host,
+                             port=FLAGS.port, port_file=FLAGS.port_file, batching=batching,
+                             max_message_bytes=FLAGS.max_message_bytes,
+                             max_concurrent_requests=FLAGS.max_concurrent_requests,
+                             poll_seconds=FLAGS.file_system_poll_wait_seconds, decoder=decoder,
+                             grace_seconds=FLAGS.grace_seconds)
+        serve(config)
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"ds2-serve: error: {e}")
+
+
+def run():
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
+
+
+if __name__ == "__main__":
+    run()

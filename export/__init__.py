@@ -1,0 +1,40 @@
+"""SavedModel export for TF Serving, installed as the package `deepspeech2_export`.
+
+    saved_model.py  `ExportConfig`, `export_model`: a model bundle -> EXPORT_DIR/<model_name>/<version>/
+
+The names below are the contract between an export and its servers (stock `tensorflow_model_server` and
+`ds2-serve`). This module holds only these constants, so `deepspeech2_serving` can import them without
+loading the exporter (which imports Keras and the model code the server must never load).
+
+Signatures (both give the same outputs):
+    serving_default   waveforms float32 (batch, samples) in [-1, 1], zero-padded + lengths int32 (batch,)
+    transcribe_wav    wav string (batch,): whole WAV files (16-bit PCM at the model's sample rate)
+    outputs           log_probs float32 (batch, steps, vocab), output_lengths int32 (batch,),
+                      transcripts string (batch,): greedy (best-path) transcripts, UTF-8
+"""
+
+SERVING_DEFAULT = "serving_default"  # TF Serving's default signature key
+TRANSCRIBE_WAV = "transcribe_wav"
+SIGNATURES = (SERVING_DEFAULT, TRANSCRIBE_WAV)
+
+WAVEFORMS = "waveforms"  # serving_default inputs
+LENGTHS = "lengths"
+WAV = "wav"  # transcribe_wav input
+LOG_PROBS = "log_probs"  # outputs
+OUTPUT_LENGTHS = "output_lengths"
+TRANSCRIPTS = "transcripts"
+OUTPUTS = (LOG_PROBS, OUTPUT_LENGTHS, TRANSCRIPTS)
+
+# The exported module also carries `decode_wav(wav) -> (waveforms, lengths)`, a plain tf.function (not a
+# signature): the decoding half of transcribe_wav, which ds2-serve runs per request before batching.
+DECODE_WAV = "decode_wav"
+
+ASSETS_EXTRA = "assets.extra"  # TF Serving's folder for files that travel with a version
+EXPORT_INFO = "export.json"  # in assets.extra/: sample rate, limits, signatures, where the model came from
+DECODER_CONFIG = "decoder_config.json"  # in assets.extra/: the beam decoder ds2-serve runs for n-best requests
+UNIGRAMS = "unigrams.txt"  # in assets.extra/: the LM's word list (when exported with an LM)
+WARMUP_REQUESTS = "tf_serving_warmup_requests"  # in assets.extra/: TF Serving's warm-up PredictionLog records
+
+__all__ = ["ASSETS_EXTRA", "DECODER_CONFIG", "DECODE_WAV", "EXPORT_INFO", "LENGTHS", "LOG_PROBS", "OUTPUTS",
+           "OUTPUT_LENGTHS", "SERVING_DEFAULT", "SIGNATURES", "TRANSCRIBE_WAV", "TRANSCRIPTS", "UNIGRAMS",
+           "WARMUP_REQUESTS", "WAV", "WAVEFORMS"]

@@ -1,0 +1,288 @@
+"""A model bundle as a SavedModel for TF Serving: features, normalization, model and greedy decoding in one graph.
+
+Layout (TF Serving's versioned model base path; both `tensorflow_model_server` and `ds2-serve` serve the
+newest version and pick up new ones as they appear):
+
+    EXPORT_DIR/<model_name>/<version>/
+        saved_model.pb, variables/      the graph and the weights
+        assets.extra/                   vocab.txt, model_config.json, feature_config.json, mean_std.npz,
+                                        train_config.json, export.json, tf_serving_warmup_requests and,
+                                        when exported with an LM, decoder_config.json and unigrams.txt
+
+A version is written to a hidden temporary folder next to the versions and renamed into place, so a server
+polling the folder never sees half a version. Versions are integers that only increase; an existing one is
+never overwritten.
+
+The graph holds only stock TensorFlow ops (the STFT, the model's matmuls and while loops, `DecodeWav`,
+string joins), so a stock `tensorflow_model_server` loads it; serving needs neither Keras nor this package.
+Features and normalization are `deepspeech2.features.featurize`, the function training used
+(`deepspeech2.inference.acoustic_model`: featurize + model + log-softmax). Bad inputs fail in the graph
+with `InvalidArgumentError` (gRPC INVALID_ARGUMENT) and a message saying what is wrong: NaN/Inf samples,
+empty or too short audio, audio over `max_audio_seconds`, lengths that don't fit the waveforms, a WAV at
+another sample rate or bytes that aren't a WAV.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from deepspeech2.bundle import FILES as BUNDLE_FILES
+from deepspeech2.bundle import Bundle, load_bundle
+from deepspeech2.decode import DecoderConfig
+from deepspeech2.decode.beam import check_lm_files, load_unigrams, unigrams_path_for
+from deepspeech2.fileio import write_json
+from deepspeech2.inference import acoustic_model
+from deepspeech2.model import output_steps
+from deepspeech2.vocab import BLANK_ID
+from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, LENGTHS, LOG_PROBS,
+                                OUTPUT_LENGTHS, SERVING_DEFAULT, TRANSCRIBE_WAV, TRANSCRIPTS, UNIGRAMS,
+                                WARMUP_REQUESTS, WAV, WAVEFORMS)
+
+MAX_AUDIO_SECONDS = 60.0  # default limit per utterance: DS2 serves utterances, not hour-long recordings
+# TF Serving's model names: letters, digits, '_', '-', '.'; the name is also a folder name.
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+WARMUP_SECONDS = 1.0  # audio per warm-up request
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    """What to export, and where."""
+
+    model_dir: str  # the model bundle (a ds2-train workdir's model/)
+    export_dir: str  # the model root: versions go to export_dir/model_name/<version>/
+    model_name: str = "ds2"  # the name clients ask for (ModelSpec.name)
+    version: int = 0  # 0: one more than the newest version there (1 for the first); else it must be newer
+    max_audio_seconds: float = MAX_AUDIO_SECONDS  # longer utterances are refused (in the graph and by ds2-serve)
+    decoder: DecoderConfig | None = None  # beam decoder recorded for ds2-serve's n-best requests; its LM's
+    # word list is copied into assets.extra/ (the LM itself stays where it is: LMs are large)
+
+    def __post_init__(self):
+        if not MODEL_NAME.fullmatch(self.model_name or ""):
+            raise ValueError(f"`model_name` must be letters, digits, '_', '-' or '.' (a folder name TF Serving "
+                             f"accepts), got {self.model_name!r}")
+        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 0:
+            raise ValueError(f"`version` must be an int >= 0 (0: the next free one), got {self.version!r}")
+        if not self.max_audio_seconds > 0:
+            raise ValueError(f"`max_audio_seconds` must be > 0, got {self.max_audio_seconds!r}")
+        if self.decoder is not None and self.decoder.kind != "beam":
+            raise ValueError(f"`decoder` is the beam decoder for n-best requests; got kind={self.decoder.kind!r}")
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["decoder"] = None if self.decoder is None else self.decoder.to_dict()
+        return d
+
+
+def versions(base_path: str | os.PathLike) -> list[int]:
+    """The versions under a model base path: its sub-folders named by an integer, ascending."""
+    base_path = Path(base_path)
+    if not base_path.is_dir():
+        return []
+    return sorted(int(p.name) for p in base_path.iterdir() if p.is_dir() and p.name.isdigit())
+
+
+def min_samples(bundle: Bundle) -> int:
+    """The shortest audio (samples) the model gives at least one output step for."""
+    fc = bundle.feature_config
+    n = fc.window_length
+    while output_steps(bundle.model_config, fc, n) < 1:
+        n += fc.hop_length
+    return n
+
+
+def greedy_transcripts(log_probs: tf.Tensor, lengths: tf.Tensor, tokens: list[str]) -> tf.Tensor:
+    """Best-path decoding in the graph, the same text as `Decoder(DecoderConfig(kind="greedy"))`.
+
+    Args:
+        log_probs: float32 (batch, steps, vocab).
+        lengths: int32 (batch,) valid steps.
+        tokens: the vocabulary's symbols in id order, the blank as "" (`Vocabulary.tokens()`).
+
+    Returns:
+        string (batch,): argmax per step, repeats merged, blanks dropped; for a vocabulary with a space,
+        runs of spaces made one and the ends stripped, as the library's greedy decoder does.
+    """
+    ids = tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # (B, T)
+    valid = tf.sequence_mask(lengths, tf.shape(ids)[1])  # (B, T)
+    previous = tf.concat([tf.fill([tf.shape(ids)[0], 1], -1), ids[:, :-1]], axis=1)
+    keep = valid & tf.not_equal(ids, previous) & tf.not_equal(ids, BLANK_ID)
+    chars = tf.where(keep, tf.gather(tf.constant(tokens), ids), "")  # (B, T) strings
+    text = tf.strings.reduce_join(chars, axis=1)
+    if " " in tokens:
+        text = tf.strings.strip(tf.strings.regex_replace(text, " +", " "))
+    return text
+
+
+def _check(condition, *message) -> tf.Operation:
+    """An in-graph check: InvalidArgumentError "assertion failed: [text] [value] ..." when `condition` is false."""
+    return tf.debugging.Assert(condition, list(message), summarize=8)
+
+
+def build_module(bundle: Bundle, max_audio_seconds: float = MAX_AUDIO_SECONDS) -> tuple[tf.Module, dict]:
+    """The exportable module and its signatures.
+
+    Returns:
+        `(module, signatures)`: a tf.Module holding the model's variables and the tf.functions
+        `serving_default(waveforms, lengths)`, `transcribe_wav(wav)` and `decode_wav(wav)`; and the
+        signature map for `tf.saved_model.save` (`serving_default`, `transcribe_wav`).
+    """
+    forward = acoustic_model(bundle)  # featurize + model + log-softmax, one graph
+    rate = bundle.feature_config.sample_rate
+    shortest = min_samples(bundle)
+    longest = int(round(max_audio_seconds * rate))
+    tokens = bundle.vocab.tokens()
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name=WAVEFORMS),
+                                  tf.TensorSpec([None], tf.int32, name=LENGTHS)])
+    def serving_default(waveforms, lengths):
+        batch, samples = tf.shape(waveforms)[0], tf.shape(waveforms)[1]
+        # Messages without quotes or apostrophes: TF's Assert prints its strings escaped.
+        checks = [
+            _check(batch > 0, "the request holds no audio (a batch of 0)"),
+            _check(tf.equal(tf.shape(lengths)[0], batch), f"`{LENGTHS}` needs one entry per row of `{WAVEFORMS}`, "
+                   "got", tf.shape(lengths)[0], "for", batch, "rows"),
+            _check(tf.reduce_all(lengths >= shortest), f"audio is empty or shorter than {1000 * shortest / rate:g} "
+                   f"ms ({shortest} samples), the shortest this model transcribes; `{LENGTHS}`:", lengths),
+            _check(tf.reduce_all(lengths <= samples), f"a length exceeds the samples in its row of `{WAVEFORMS}` "
+                   f"; `{LENGTHS}`:", lengths, "samples:", samples),
+            _check(samples <= longest, f"audio is longer than the {max_audio_seconds:g} s ({longest} samples) this "
+                   "export accepts, got", samples, "samples"),
+            tf.debugging.assert_all_finite(waveforms, f"`{WAVEFORMS}` hold NaN or Inf samples"),
+        ]
+        with tf.control_dependencies(checks):
+            waveforms = tf.identity(waveforms)
+        log_probs, output_lengths = forward(waveforms, lengths)
+        return {LOG_PROBS: log_probs, OUTPUT_LENGTHS: output_lengths,
+                TRANSCRIPTS: greedy_transcripts(log_probs, output_lengths, tokens)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=WAV)])
+    def decode_wav(wav):
+        def one(contents):
+            audio, file_rate = tf.audio.decode_wav(contents)  # (samples, channels) in [-1, 1]
+            check = _check(tf.equal(file_rate, rate), f"the sample rate of the WAV must be {rate} Hz (the model "
+                           "rate), got", file_rate, "Hz; resample it")
+            with tf.control_dependencies([check]):
+                return tf.reduce_mean(audio, axis=1)  # downmix, as deepspeech2.audio does
+
+        waves = tf.map_fn(one, wav, fn_output_signature=tf.RaggedTensorSpec([None], tf.float32, ragged_rank=0))
+        return waves.to_tensor(), tf.cast(waves.row_lengths(), tf.int32)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=WAV)])
+    def transcribe_wav(wav):
+        waveforms, lengths = decode_wav(wav)
+        return serving_default(waveforms, lengths)
+
+    module = tf.Module()
+    # Track the tf.Variables under the Keras variables, not the Keras model: saved through the model, the
+    # weights are written twice (Keras' objects and the tf.Variables) and a TF1-style loader (stock
+    # tensorflow_model_server, saved_model_cli run) restores the copies the graph doesn't read.
+    module.model_variables = [v.value for v in bundle.model.variables]
+    assert all(isinstance(v, tf.Variable) for v in module.model_variables)
+    module.serving_default = serving_default
+    module.transcribe_wav = transcribe_wav
+    setattr(module, DECODE_WAV, decode_wav)
+    signatures = {SERVING_DEFAULT: serving_default.get_concrete_function(),
+                  TRANSCRIBE_WAV: transcribe_wav.get_concrete_function()}
+    return module, signatures
+
+
+def export_model(config: ExportConfig) -> Path:
+    """Export a model bundle as a new version of a TF Serving model.
+
+    Args:
+        config: the bundle, the export folder, the model name and version.
+
+    Returns:
+        The version folder, `export_dir/model_name/<version>`.
+
+    Raises:
+        FileNotFoundError: the bundle, or the decoder's LM or its word list, is missing.
+        ValueError: a bad bundle, or `version` is not newer than the versions already there.
+    """
+    bundle = load_bundle(config.model_dir)
+    lm_path = check_lm_files(config.decoder) if config.decoder is not None else None
+    base = Path(config.export_dir) / config.model_name
+    base.mkdir(parents=True, exist_ok=True)
+    existing = versions(base)
+    version = config.version or (existing[-1] + 1 if existing else 1)
+    if existing and version <= existing[-1]:
+        raise ValueError(f"`version` {version} is not newer than {base}/{existing[-1]}: versions only increase "
+                         "and are never overwritten (0 picks the next one)")
+    # A hidden name that isn't an integer: servers polling `base` ignore it until the rename.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{version}.", suffix=".tmp", dir=base))
+    try:
+        module, signatures = build_module(bundle, config.max_audio_seconds)
+        tf.saved_model.save(module, str(tmp / "model"), signatures=signatures)
+        write_assets(tmp / "model" / ASSETS_EXTRA, bundle, config, version, lm_path)
+        final = base / str(version)
+        try:
+            os.rename(tmp / "model", final)
+        except OSError:
+            raise ValueError(f"version {final} appeared while exporting (another export?); run again") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def write_assets(folder: Path, bundle: Bundle, config: ExportConfig, version: int, lm_path: Path | None) -> None:
+    """assets.extra/: the bundle's files but the weights, export.json, the warm-up requests, the decoder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in BUNDLE_FILES:
+        if name != "model.keras":
+            shutil.copy2(bundle.path / name, folder / name)
+    rate = bundle.feature_config.sample_rate
+    write_json(folder / EXPORT_INFO, {
+        "model_name": config.model_name, "version": version, "sample_rate": rate,
+        "min_samples": min_samples(bundle), "max_audio_seconds": config.max_audio_seconds,
+        "max_samples": int(round(config.max_audio_seconds * rate)), "vocab_size": bundle.vocab.size,
+        "signatures": {SERVING_DEFAULT: {"inputs": [WAVEFORMS, LENGTHS], "outputs": [LOG_PROBS, OUTPUT_LENGTHS,
+                                                                                    TRANSCRIPTS]},
+                       TRANSCRIBE_WAV: {"inputs": [WAV], "outputs": [LOG_PROBS, OUTPUT_LENGTHS, TRANSCRIPTS]}},
+        "model_dir": str(bundle.path.resolve()), "exported_at": datetime.datetime.now().astimezone().isoformat(
+            timespec="seconds"), "tensorflow": tf.__version__})
+    if config.decoder is not None:
+        decoder = config.decoder
+        if lm_path is not None:
+            words_path = Path(decoder.unigrams_path) if decoder.unigrams_path else unigrams_path_for(lm_path)
+            if words_path.is_file():
+                words = load_unigrams(words_path)
+            else:  # an ARPA file lists its words itself; read them as ds2-build-lm does
+                from deepspeech2.decode.lm import arpa_unigrams
+
+                words = arpa_unigrams(lm_path)
+            (folder / UNIGRAMS).write_text("\n".join(words) + "\n", encoding="utf-8")
+            decoder = dataclasses.replace(decoder, lm_path=str(lm_path.resolve()), unigrams_path=None)
+        write_json(folder / DECODER_CONFIG, decoder.to_dict())
+    write_warmup_requests(folder / WARMUP_REQUESTS, config.model_name, rate)
+
+
+def warmup_audio(sample_rate: int, seconds: float = WARMUP_SECONDS) -> np.ndarray:
+    """Quiet noise, float32 (samples,): what the warm-up requests carry."""
+    return (0.01 * np.random.default_rng(0).standard_normal(int(seconds * sample_rate))).astype(np.float32)
+
+
+def write_warmup_requests(path: Path, model_name: str, sample_rate: int) -> None:
+    """TF Serving's warm-up file: one PredictionLog per signature, replayed when a version loads (both
+    `tensorflow_model_server` and `ds2-serve` run them before the version takes traffic)."""
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from deepspeech2_serving.client import predict_request, wav_bytes
+
+    audio = warmup_audio(sample_rate)
+    requests = [predict_request(model_name, SERVING_DEFAULT, {WAVEFORMS: audio[None],
+                                                              LENGTHS: np.array([len(audio)], np.int32)}),
+                predict_request(model_name, TRANSCRIBE_WAV, {WAV: np.array([wav_bytes(audio, sample_rate)], object)})]
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for request in requests:
+            log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))
+            writer.write(log.SerializeToString())

@@ -1,0 +1,298 @@
+"""Batch Dispatch (DS2 §7.1): concurrent requests merged into one forward pass, padded to the longest.
+
+DS2 serves many users at once by running their audio through the model together: a batch of b utterances
+costs far less than b single passes, because the RNN's recurrent matmuls become matrix-matrix products.
+Its scheduler is eager: a batch runs as soon as a worker is free, with whatever has arrived by then, so
+a lone request is never held back waiting for company, and under load the batches grow by themselves.
+
+`Batcher` does that with TF Serving's knobs (the names of its `batching_parameters.txt`):
+    max_batch_size        rows (utterances) per forward pass at most
+    batch_timeout_micros  how long a batch that isn't full may wait for more rows while another batch is
+                          running; 0: never (pure eager dispatch)
+    num_batch_threads     batches that may run at the same time (default: one per core, as TF Serving): a
+                          request that arrives while a batch runs can start on a free core
+    max_enqueued_batches  the queue's bound, in batches of max_batch_size rows: a request that doesn't fit
+                          is refused at once (`QueueFull`, gRPC RESOURCE_EXHAUSTED), never left to hang
+
+One rule differs from TF Serving, whose batches always wait out the timeout: when no batch is running, a
+request runs at once (DS2's eager dispatch: an idle server never holds a lone request back). The timeout
+only applies while the server is busy, where it lets a batch fill instead of a second thread starting on
+a few rows: with two threads and no timeout, saturation splits into a full batch and a small one, and
+bench/serve.py measured ds2-small at ~120-145 audio-s/s that way against ~160 with 20 ms (the one-thread
+figure), with the lone-request latency of two threads. `wait_when_idle` restores TF Serving's rule.
+
+A request's rows stay together (it is never split); one larger than max_batch_size runs as a batch of its
+own. Rows are padded with zeros to the batch's longest and the outputs cut back per request, so a request
+gets exactly what it would get alone. Requests for different servables (model versions) never share a
+batch. If a merged batch fails, each of its requests is run alone, so one bad request can't fail the
+others.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+TF_SERVING_FIELDS = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
+
+
+@dataclass(frozen=True)
+class BatchingConfig:
+    """TF Serving's batching parameters (the names of serving/batching_parameters.txt), and one rule of ours."""
+
+    max_batch_size: int = 16  # rows (utterances) per forward pass at most
+    batch_timeout_micros: int = 20_000  # while another batch runs, a batch that isn't full waits this long
+    num_batch_threads: int = 0  # batches run at the same time; 0: one per CPU core (TF Serving's default)
+    max_enqueued_batches: int = 8  # queue bound, in batches: more waiting rows are refused (RESOURCE_EXHAUSTED)
+    wait_when_idle: bool = False  # TF Serving's rule: wait for the timeout even when no batch is running
+
+    def __post_init__(self):
+        for name, least in (("max_batch_size", 1), ("batch_timeout_micros", 0), ("num_batch_threads", 0),
+                            ("max_enqueued_batches", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"`{name}` must be an int >= {least}, got {value!r}")
+
+    @property
+    def threads(self) -> int:
+        """Batch threads: `num_batch_threads`, or one per CPU core for 0."""
+        if self.num_batch_threads:
+            return self.num_batch_threads
+        try:
+            return len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            return os.cpu_count() or 1
+
+    @property
+    def max_queued_rows(self) -> int:
+        return self.max_enqueued_batches * self.max_batch_size
+
+    @classmethod
+    def from_text(cls, text: str, **others) -> "BatchingConfig":
+        """Read TF Serving's batching parameters file (text proto: `max_batch_size { value: 16 }` lines).
+
+        The four fields above are read; `pad_variable_length_inputs` and the other fields TF Serving knows
+        are accepted and ignored (ds2-serve always pads); any other is an error. A field the file leaves out
+        keeps its default here; `others` sets fields that aren't TF Serving's (`wait_when_idle`).
+
+        Raises:
+            ValueError: an unknown field or a malformed line.
+        """
+        fields = set(TF_SERVING_FIELDS)
+        ignored = {"pad_variable_length_inputs", "allowed_batch_sizes", "enable_large_batch_splitting",
+                   "max_execution_batch_size", "thread_pool_name"}
+        values = {}
+        for n, line in enumerate(text.splitlines(), start=1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            m = re.fullmatch(r"(\w+)\s*(?:\{\s*value\s*:\s*(\S+?)\s*\}|:\s*(\S+))", line)
+            if not m:
+                raise ValueError(f"batching parameters line {n}: can't read {line!r}; expected `name {{ value: N }}`")
+            name, value = m.group(1), m.group(2) or m.group(3)
+            if name in fields:
+                try:
+                    values[name] = int(value)
+                except ValueError:
+                    raise ValueError(f"batching parameters line {n}: `{name}` must be an integer, got {value!r}") \
+                        from None
+            elif name not in ignored:
+                raise ValueError(f"batching parameters line {n}: unknown field `{name}`; known: {sorted(fields)}")
+        return cls(**values, **others)
+
+
+class QueueFull(Exception):
+    """The batch queue is full: the request is refused (RESOURCE_EXHAUSTED)."""
+
+
+@dataclass
+class _Item:
+    key: object  # what runs it (a servable); only items with the same key share a batch
+    waveforms: np.ndarray  # float32 (rows, samples)
+    lengths: np.ndarray  # int32 (rows,)
+    future: Future
+    enqueued: float  # time.monotonic()
+
+    @property
+    def rows(self) -> int:
+        return len(self.lengths)
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """One request's outputs and how it was served."""
+
+    outputs: dict  # name -> np.ndarray, the request's rows only
+    batch_size: int  # rows in the forward pass it rode in
+    queue_seconds: float  # waiting for a batch thread
+    run_seconds: float  # the forward pass
+
+
+RunFn = Callable[[object, np.ndarray, np.ndarray], dict]
+
+
+def merge(items: list[_Item]) -> tuple[np.ndarray, np.ndarray]:
+    """The items' rows as one zero-padded batch: `(waveforms (rows, longest), lengths (rows,))`."""
+    longest = max(int(item.lengths.max()) for item in items)
+    rows = sum(item.rows for item in items)
+    waveforms = np.zeros((rows, longest), np.float32)
+    lengths = np.concatenate([item.lengths for item in items]).astype(np.int32)
+    r = 0
+    for item in items:
+        n = min(item.waveforms.shape[1], longest)
+        waveforms[r:r + item.rows, :n] = item.waveforms[:, :n]
+        r += item.rows
+    return waveforms, lengths
+
+
+def split(outputs: dict, items: list[_Item], length_key: str, time_keys: tuple[str, ...]) -> list[dict]:
+    """A batch's outputs back into one dict per item: its rows, and the time axis of `time_keys` outputs cut
+    to the item's longest `length_key`, so each item gets what it would get alone."""
+    out, r = [], 0
+    for item in items:
+        mine = {k: v[r:r + item.rows] for k, v in outputs.items()}
+        steps = int(mine[length_key].max()) if item.rows else 0
+        for k in time_keys:
+            mine[k] = mine[k][:, :steps]
+        out.append(mine)
+        r += item.rows
+    return out
+
+
+class Batcher:
+    """Merges concurrent requests into batches and runs them on `num_batch_threads` threads.
+
+    `run(key, waveforms, lengths) -> {name: array}` does the forward pass of a merged batch; its outputs
+    have the batch on axis 0, `length_key` holds each row's valid steps, and the `time_keys` outputs have
+    time on axis 1.
+    """
+
+    def __init__(self, config: BatchingConfig, run: RunFn, length_key: str, time_keys: tuple[str, ...]):
+        self.config = config
+        self._run = run
+        self._length_key = length_key
+        self._time_keys = time_keys
+        self._queue: collections.deque[_Item] = collections.deque()
+        self._queued_rows = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._flushing = False  # run batches without waiting for them to fill (shutting down)
+        self._running = 0  # batches being run now
+        self.batch_sizes: collections.Counter[int] = collections.Counter()  # rows per forward pass -> count
+        self._threads = [threading.Thread(target=self._loop, name=f"batch-{i}", daemon=True)
+                         for i in range(config.threads)]
+        for t in self._threads:
+            t.start()
+
+    def submit(self, key, waveforms: np.ndarray, lengths: np.ndarray) -> Future:
+        """Queue one request's rows; the future gives its `BatchResult` (or the run's exception).
+
+        Raises:
+            QueueFull: the queue holds `max_enqueued_batches` batches' worth of rows already.
+            RuntimeError: the batcher is closed.
+        """
+        item = _Item(key, np.asarray(waveforms, np.float32), np.asarray(lengths, np.int32), Future(),
+                     time.monotonic())
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the batcher is shutting down")
+            limit = self.config.max_queued_rows
+            if self._queued_rows and self._queued_rows + item.rows > limit:
+                raise QueueFull(f"the batch queue is full ({self._queued_rows} utterances waiting, at most "
+                                f"{limit}); retry later")
+            self._queue.append(item)
+            self._queued_rows += item.rows
+            self._cond.notify_all()
+        return item.future
+
+    def flush(self) -> None:
+        """From now on run queued requests at once, without waiting `batch_timeout_micros` for batches to fill
+        (the server is shutting down: finish what is in flight). New requests are still taken."""
+        with self._cond:
+            self._flushing = True
+            self._cond.notify_all()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop taking requests, run what is queued (at once, without waiting for batches to fill), and
+        wait up to `timeout` seconds for the threads to finish."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join(timeout)
+
+    def _take(self) -> list[_Item] | None:
+        """Under the lock: wait for a batch to be ready and take its items (None: closed and drained)."""
+        max_rows = self.config.max_batch_size
+        timeout = self.config.batch_timeout_micros / 1e6
+        while True:
+            if not self._queue:
+                if self._closed:
+                    return None
+                self._cond.wait()
+                continue
+            first = self._queue[0]
+            ready_rows = sum(i.rows for i in self._queue if i.key is first.key)
+            wait = first.enqueued + timeout - time.monotonic()
+            idle = not self._running and not self.config.wait_when_idle
+            if ready_rows >= max_rows or wait <= 0 or idle or self._closed or self._flushing:
+                break
+            self._cond.wait(wait)
+        batch, rows, rest = [], 0, collections.deque()
+        while self._queue:
+            item = self._queue.popleft()
+            if item.key is first.key and (not batch or rows + item.rows <= max_rows):
+                batch.append(item)
+                rows += item.rows
+            else:
+                rest.append(item)
+        self._queue = rest
+        self._queued_rows -= rows
+        self._running += 1
+        return batch
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                batch = self._take()
+            if batch is None:
+                return
+            try:
+                self._execute(batch)
+            finally:
+                with self._cond:
+                    self._running -= 1
+                    self._cond.notify_all()
+
+    def _execute(self, batch: list[_Item]) -> None:
+        start = time.monotonic()
+        try:
+            waveforms, lengths = merge(batch)
+            outputs = self._run(batch[0].key, waveforms, lengths)
+            parts = split(outputs, batch, self._length_key, self._time_keys)
+        except Exception as e:
+            if len(batch) > 1:  # find the culprit: run each request alone
+                logger.warning("a batch of %d requests failed (%s); running them one by one", len(batch), e)
+                for item in batch:
+                    self._execute([item])
+                return
+            batch[0].future.set_exception(e)
+            return
+        run_seconds = time.monotonic() - start
+        rows = len(lengths)
+        with self._cond:
+            self.batch_sizes[rows] += 1
+        for item, outputs in zip(batch, parts):
+            item.future.set_result(BatchResult(outputs, rows, start - item.enqueued, run_seconds))

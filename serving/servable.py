@@ -1,0 +1,282 @@
+"""One version of an exported model, loaded for serving: its graph functions, signatures, limits and decoder.
+
+Loading takes the SavedModel alone (`tf.saved_model.load`) and the files of its `assets.extra/`; no model
+code is imported, so a server runs any export without this project's Keras layers. The request checks
+live here too: each request is checked on its own, before it can join a batch, so a bad request is
+answered INVALID_ARGUMENT with the reason and never fails the requests it would have been batched with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import threading
+from pathlib import Path
+
+import grpc
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import types_pb2
+from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
+
+from deepspeech2.decode import Decoder, DecoderConfig
+from deepspeech2.vocab import Vocabulary
+from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, LENGTHS, LOG_PROBS,
+                                SERVING_DEFAULT, TRANSCRIBE_WAV, UNIGRAMS, WARMUP_REQUESTS, WAV, WAVEFORMS)
+
+logger = logging.getLogger(__name__)
+
+# The request option for server-side beam search (ds2-serve only; stock TF Serving rejects the extra input):
+# an int input `nbest` (a scalar or shape [1]) asks for that many hypotheses per utterance from the beam
+# decoder (with the LM, when the server has one), returned as two extra outputs.
+NBEST = "nbest"
+NBEST_TRANSCRIPTS = "nbest_transcripts"  # string (batch, nbest), best first; "" where fewer were found
+NBEST_SCORES = "nbest_scores"  # float32 (batch, nbest): DS2 eq. 12's Q(y) = log p_ctc + alpha log p_lm + beta words
+INIT_OP_SIGNATURE = "__saved_model_init_op"  # not a serving signature
+
+
+class RequestError(Exception):
+    """A request the server refuses: a gRPC status code and a message for the client."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def invalid(message: str) -> RequestError:
+    return RequestError(grpc.StatusCode.INVALID_ARGUMENT, message)
+
+
+def tf_error_message(e: tf.errors.OpError) -> str:
+    """The line of a TensorFlow error that says what is wrong, without the graph and stack trace.
+
+    The export's checks fail as "assertion failed: [text] [value] [text]"; that becomes "text value text".
+    """
+    message = re.split(r"\n\s*\[\[", e.message, maxsplit=1)[0]  # the node trace: "\n\t [[{{node ...}}]]"
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    text = lines[-1] if lines else type(e).__name__
+    if text.startswith("assertion failed: "):
+        text = " ".join(re.findall(r"\[(.*?)\](?=\s*\[|\s*$)", text[len("assertion failed: "):]))
+    return text
+
+
+def _decode_error(e: Exception) -> str:
+    if isinstance(e, UnicodeDecodeError):
+        return "the WAV file could not be decoded (malformed header or data)"
+    return tf_error_message(e)
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """A checked request, ready for the batcher."""
+
+    signature: str
+    waveforms: np.ndarray  # float32 (rows, samples), cut to the longest row
+    lengths: np.ndarray  # int32 (rows,)
+    nbest: int  # 0: no server-side beam search
+
+
+def signature_defs(version_dir: Path) -> dict[str, meta_graph_pb2.SignatureDef]:
+    """The serving signatures of a SavedModel, as TF Serving reports them (GetModelMetadata)."""
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((version_dir / "saved_model.pb").read_bytes())
+    graph = next((g for g in saved.meta_graphs if "serve" in g.meta_info_def.tags), saved.meta_graphs[0])
+    return {k: v for k, v in graph.signature_def.items() if k != INIT_OP_SIGNATURE}
+
+
+class Servable:
+    """A loaded version: `run` for merged batches, `check` for single requests, `nbest` for the beam search."""
+
+    def __init__(self, version_dir: str | Path, model_name: str, decoder: DecoderConfig | None = None):
+        """
+        Args:
+            version_dir: `<model base path>/<version>`, written by ds2-export.
+            model_name: the name clients use.
+            decoder: the beam decoder for n-best requests; None: the export's own (assets.extra/
+                decoder_config.json), else a beam search without LM; kind "greedy": no n-best.
+
+        Raises:
+            FileNotFoundError: not an export (no saved_model.pb or assets.extra/export.json), or the
+                decoder's LM is missing.
+            ValueError: the export lacks the signatures ds2-serve serves.
+        """
+        self.path = Path(version_dir)
+        self.name = model_name
+        self.version = int(self.path.name)
+        extra = self.path / ASSETS_EXTRA
+        for needed in (self.path / "saved_model.pb", extra / EXPORT_INFO):
+            if not needed.is_file():
+                raise FileNotFoundError(f"`{self.path}` is not a ds2-export version: {needed.name} is missing")
+        self.info = json.loads((extra / EXPORT_INFO).read_text(encoding="utf-8"))
+        self.sample_rate = int(self.info["sample_rate"])
+        self.min_samples = int(self.info["min_samples"])
+        self.max_samples = int(self.info["max_samples"])
+        self.signature_defs = signature_defs(self.path)
+        missing = {SERVING_DEFAULT, TRANSCRIBE_WAV} - set(self.signature_defs)
+        if missing:
+            raise ValueError(f"`{self.path}` lacks the signature(s) {sorted(missing)}; re-export it with ds2-export")
+        self.vocab = Vocabulary.load(extra / "vocab.txt")
+        self.decoder = self._make_decoder(decoder, extra)
+        self._decoder_lock = threading.Lock()  # pyctcdecode's decoder is not documented as thread-safe
+        try:
+            loaded = tf.saved_model.load(str(self.path))
+        except Exception as e:  # a damaged or foreign SavedModel
+            raise ValueError(f"`{self.path}` could not be loaded as a SavedModel: {e}") from None
+        self._loaded = loaded  # keeps the variables alive
+        self._forward = loaded.signatures[SERVING_DEFAULT]
+        self._decode_wav = getattr(loaded, DECODE_WAV)
+
+    def _make_decoder(self, config: DecoderConfig | None, extra: Path) -> Decoder | None:
+        if config is None:
+            if (extra / DECODER_CONFIG).is_file():
+                config = DecoderConfig.from_dict(json.loads((extra / DECODER_CONFIG).read_text(encoding="utf-8")))
+                if config.lm_path and (extra / UNIGRAMS).is_file():
+                    config = dataclasses.replace(config, unigrams_path=str(extra / UNIGRAMS))
+            else:
+                config = DecoderConfig(kind="beam")
+        if config.kind != "beam":
+            return None
+        # In the request's own thread: forking decoder workers inside a gRPC server is not safe.
+        return Decoder(dataclasses.replace(config, num_workers=1), self.vocab)
+
+    @property
+    def seconds_limit(self) -> float:
+        return self.max_samples / self.sample_rate
+
+    # ------------------------------------------------------------------------------------------- running
+
+    def run(self, waveforms: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
+        """serving_default on a (merged) batch: `{log_probs, output_lengths, transcripts}` as numpy arrays."""
+        outputs = self._forward(**{WAVEFORMS: tf.constant(waveforms), LENGTHS: tf.constant(lengths)})
+        return {k: v.numpy() for k, v in outputs.items()}
+
+    def nbest(self, log_probs: np.ndarray, lengths: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The beam decoder's n best hypotheses per utterance: `(texts (batch, n) object, scores (batch, n))`."""
+        texts = np.full((len(lengths), n), b"", dtype=object)
+        scores = np.full((len(lengths), n), -np.inf, np.float32)
+        for b, steps in enumerate(lengths):
+            with self._decoder_lock:
+                beams = self.decoder.search.nbest(log_probs[b, :steps], n)
+            for k, (text, score) in enumerate(beams):
+                texts[b, k], scores[b, k] = text.encode("utf-8"), score
+        return texts, scores
+
+    def warm_up(self, predict) -> int:
+        """Replay assets.extra/tf_serving_warmup_requests through `predict(request, servable)`; returns the count."""
+        from tensorflow_serving.apis import prediction_log_pb2
+
+        path = self.path / ASSETS_EXTRA / WARMUP_REQUESTS
+        if not path.is_file():
+            return 0
+        count = 0
+        for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+            log = prediction_log_pb2.PredictionLog.FromString(record)
+            if log.HasField("predict_log"):
+                predict(log.predict_log.request, self)
+                count += 1
+        return count
+
+    # ------------------------------------------------------------------------------------------- checking
+
+    def check(self, request) -> Work:
+        """Check a PredictRequest against this version; the audio as rows for the batcher.
+
+        Raises:
+            RequestError: INVALID_ARGUMENT naming the problem (unknown signature or input, wrong dtype or
+                rank, NaN/Inf samples, empty, too short or too long audio, bytes that aren't a WAV, a WAV at
+                another sample rate, a bad `nbest`).
+        """
+        signature = request.model_spec.signature_name or SERVING_DEFAULT
+        if signature not in self.signature_defs:
+            raise invalid(f"unknown signature {signature!r}; model {self.name!r} version {self.version} has "
+                          f"{sorted(self.signature_defs)}")
+        sig = self.signature_defs[signature]
+        given, expected = set(request.inputs), set(sig.inputs)
+        if expected - given:
+            raise invalid(f"signature {signature!r} needs the input(s) {sorted(expected - given)}; got "
+                          f"{sorted(given)}")
+        if given - expected - {NBEST}:
+            raise invalid(f"unknown input(s) {sorted(given - expected - {NBEST})} for signature {signature!r}; it "
+                          f"takes {sorted(expected)} (and the option `{NBEST}`)")
+        arrays = {key: self._array(request.inputs[key], key, sig.inputs[key]) for key in expected}
+        nbest = self._nbest(request.inputs[NBEST]) if NBEST in given else 0
+        if signature == TRANSCRIBE_WAV:
+            waveforms, lengths = self._decode(arrays[WAV])
+        else:
+            waveforms, lengths = arrays[WAVEFORMS], arrays[LENGTHS]
+            if waveforms.shape[0] != lengths.shape[0]:
+                raise invalid(f"`{LENGTHS}` has {lengths.shape[0]} entries for {waveforms.shape[0]} rows of "
+                              f"`{WAVEFORMS}`; give one length per row")
+            if not np.all(np.isfinite(waveforms)):
+                rows = np.flatnonzero(~np.all(np.isfinite(waveforms), axis=1))
+                raise invalid(f"`{WAVEFORMS}` row(s) {rows[:5].tolist()} hold NaN or Inf samples")
+            too_long = np.flatnonzero(lengths > waveforms.shape[1])
+            if too_long.size:
+                raise invalid(f"`{LENGTHS}`[{too_long[0]}] = {lengths[too_long[0]]} exceeds the "
+                              f"{waveforms.shape[1]} samples of its row")
+        self._check_lengths(lengths, WAV if signature == TRANSCRIBE_WAV else LENGTHS)
+        longest = int(lengths.max())
+        return Work(signature, np.ascontiguousarray(waveforms[:, :longest], np.float32), lengths.astype(np.int32),
+                    nbest)
+
+    def _array(self, proto, key: str, info) -> np.ndarray:
+        if proto.dtype != info.dtype:
+            raise invalid(f"input `{key}` must be {types_pb2.DataType.Name(info.dtype)}, got "
+                          f"{types_pb2.DataType.Name(proto.dtype)}")
+        try:
+            array = tf.make_ndarray(proto)
+        except Exception as e:  # a malformed TensorProto (content and shape disagree, ...)
+            raise invalid(f"input `{key}` is not a readable tensor: {e}") from None
+        rank = len(info.tensor_shape.dim)
+        if array.ndim != rank:
+            shape = "[batch, samples]" if rank == 2 else "[batch]"
+            raise invalid(f"input `{key}` must have rank {rank} {shape}, got shape {list(array.shape)}")
+        if array.shape[0] == 0:
+            raise invalid(f"input `{key}` holds no audio (a batch of 0)")
+        return array
+
+    def _nbest(self, proto) -> int:
+        if self.decoder is None:
+            raise invalid(f"`{NBEST}` asks for server-side beam search, but this server runs none (started with "
+                          "--decoder greedy)")
+        if proto.dtype not in (types_pb2.DT_INT32, types_pb2.DT_INT64):
+            raise invalid(f"`{NBEST}` must be DT_INT32 or DT_INT64, got {types_pb2.DataType.Name(proto.dtype)}")
+        value = tf.make_ndarray(proto)
+        beam = self.decoder.config.beam_size
+        if value.size != 1 or not 1 <= int(value.reshape(-1)[0]) <= beam:
+            raise invalid(f"`{NBEST}` must be one integer in [1, {beam}] (the beam size), got {value.tolist()}")
+        return int(value.reshape(-1)[0])
+
+    def _decode(self, wav: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        for i, data in enumerate(wav):  # TF's own message quotes the bytes it found, which may not be text
+            if not (isinstance(data, bytes) and data[:4] == b"RIFF" and data[8:12] == b"WAVE"):
+                raise invalid(f"`{WAV}`[{i}] is not a WAV file (it doesn't start with a RIFF/WAVE header)")
+        try:
+            waveforms, lengths = self._decode_wav(tf.constant(wav, tf.string))
+        except (tf.errors.InvalidArgumentError, UnicodeDecodeError) as e:
+            for i in range(len(wav)):  # which one? (the graph doesn't say)
+                try:
+                    self._decode_wav(tf.constant(wav[i:i + 1], tf.string))
+                except (tf.errors.InvalidArgumentError, UnicodeDecodeError) as one:
+                    raise invalid(f"`{WAV}`[{i}]: {_decode_error(one)}") from None
+            raise invalid(f"`{WAV}`: {_decode_error(e)}") from None
+        return waveforms.numpy(), lengths.numpy()
+
+    def _check_lengths(self, lengths: np.ndarray, key: str) -> None:
+        short = np.flatnonzero(lengths < self.min_samples)
+        if short.size:
+            i = short[0]
+            what = "is empty" if lengths[i] == 0 else f"is {lengths[i]} samples long, shorter than the " \
+                f"{self.min_samples} samples ({1000 * self.min_samples / self.sample_rate:g} ms) the model needs"
+            raise invalid(f"`{key}`[{i}]: the audio {what}")
+        long = np.flatnonzero(lengths > self.max_samples)
+        if long.size:
+            i = long[0]
+            raise invalid(f"`{key}`[{i}]: the audio is {lengths[i] / self.sample_rate:.2f} s long, over the "
+                          f"{self.seconds_limit:g} s limit of this export")
+
+
+OUTPUT_TIME_KEYS = (LOG_PROBS,)  # outputs with time on axis 1 (cut per request after batching)

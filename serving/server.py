@@ -1,0 +1,405 @@
+"""ds2-serve: TF Serving's gRPC API (PredictionService, ModelService) over a ds2-export model, with Batch Dispatch.
+
+Any TF Serving client works against it unchanged: the services and messages are the real ones from
+`tensorflow-serving-api`. A client discovers the signatures with `GetModelMetadata` and calls `Predict`:
+
+    Predict            serving_default / transcribe_wav, batched with other requests (DS2 §7.1); the
+                       request option `nbest` adds the beam decoder's n-best (see `servable.NBEST`)
+    GetModelMetadata   the signature_def map of the served version, as TF Serving returns it
+    GetModelStatus     the versions this server has loaded: the served one AVAILABLE, replaced ones END
+
+It serves the newest version under the model base path and polls the folder (TF Serving's
+`--file_system_poll_wait_seconds`): a newer version is loaded and warmed up (its
+assets.extra/tf_serving_warmup_requests) while the old one keeps serving, then swapped in; one that fails
+to load is logged and the old one stays. Requests that name a version get that version or
+INVALID_ARGUMENT (only the newest is kept loaded, TF Serving's default policy).
+
+Limits: it binds 127.0.0.1 unless told otherwise; messages over `max_message_bytes` are refused by gRPC
+(RESOURCE_EXHAUSTED); at most `max_concurrent_requests` requests are handled at once and the batch queue
+is bounded, and both answer RESOURCE_EXHAUSTED at once when full. Bad requests get INVALID_ARGUMENT with
+the reason (unknown model, version or signature, wrong dtype or rank, NaN/Inf, empty or over-long audio,
+bytes that aren't a WAV, a wrong sample rate). Unknown model names and versions are INVALID_ARGUMENT here,
+where TF Serving says NOT_FOUND. SIGTERM (or SIGINT) stops taking requests and finishes the ones in flight
+(up to `grace_seconds`) before the process exits.
+
+Each response carries gRPC trailing metadata that standard clients ignore: `ds2-batch-size` (rows in the
+forward pass it rode in), `ds2-queue-ms` and `ds2-run-ms`; serving/loadtest.py reads them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import tensorflow as tf
+from google.protobuf import any_pb2
+from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_pb2, model_service_pb2_grpc,
+                                     predict_pb2, prediction_service_pb2_grpc)
+
+from deepspeech2.decode import DecoderConfig
+from deepspeech2.fileio import atomic_write
+from deepspeech2_export import LOG_PROBS, OUTPUT_LENGTHS
+from deepspeech2_serving.batching import Batcher, BatchingConfig, BatchResult, QueueFull
+from deepspeech2_serving.servable import (NBEST_SCORES, NBEST_TRANSCRIPTS, OUTPUT_TIME_KEYS, RequestError,
+                                          Servable, invalid, tf_error_message)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8500  # TF Serving's gRPC port
+MAX_MESSAGE_BYTES = 32 << 20  # 32 MiB: ~8 minutes of float32 audio at 16 kHz, far over the default duration limit
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """What ds2-serve serves, where, and with which limits."""
+
+    model_base_path: str  # the folder of versions: ds2-export's EXPORT_DIR/<model_name>
+    model_name: str = ""  # the name clients ask for; "": the base path's folder name
+    host: str = "127.0.0.1"  # the address to bind; 0.0.0.0 serves other machines too
+    port: int = DEFAULT_PORT  # 0: a free port (see `port_file`)
+    port_file: str = ""  # write the bound port here once serving (for --port 0)
+    batching: BatchingConfig | None = BatchingConfig()  # None: every request runs alone, as it arrives
+    max_message_bytes: int = MAX_MESSAGE_BYTES  # larger requests or responses: RESOURCE_EXHAUSTED
+    max_concurrent_requests: int = 64  # requests handled at once (gRPC threads); more: RESOURCE_EXHAUSTED
+    poll_seconds: float = 1.0  # how often the base path is checked for a new version; 0: never
+    decoder: DecoderConfig | None = None  # beam decoder for n-best requests; None: each version's own
+    grace_seconds: float = 30.0  # on SIGTERM, how long requests in flight may take to finish
+
+    def __post_init__(self):
+        if not 0 <= self.port < 65536:
+            raise ValueError(f"`port` must be in [0, 65535], got {self.port!r}")
+        for name in ("max_message_bytes", "max_concurrent_requests"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)!r}")
+        if self.poll_seconds < 0 or self.grace_seconds < 0:
+            raise ValueError(f"`poll_seconds` and `grace_seconds` must be >= 0, got {self.poll_seconds!r}, "
+                             f"{self.grace_seconds!r}")
+
+    @property
+    def name(self) -> str:
+        return self.model_name or Path(self.model_base_path).resolve().name
+
+
+def latest_version(base_path: Path) -> int | None:
+    """The newest complete version under a model base path (integer-named folder with a saved_model.pb)."""
+    if not base_path.is_dir():
+        return None
+    found = [int(p.name) for p in base_path.iterdir()
+             if p.is_dir() and p.name.isdigit() and (p / "saved_model.pb").is_file()]
+    return max(found, default=None)
+
+
+class ModelManager:
+    """Loads the newest version of one model, polls for newer ones, and says which version serves a request."""
+
+    def __init__(self, config: ServeConfig, warm_up):
+        self.config = config
+        self.name = config.name
+        self.base_path = Path(config.model_base_path)
+        self._warm_up = warm_up  # warm_up(servable): run its warm-up requests
+        self._lock = threading.Lock()
+        self._servable: Servable | None = None
+        self._states: dict[int, int] = {}  # version -> ModelVersionStatus.State
+        self._failed: set[int] = set()  # versions that failed to load (not retried)
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        self.on_load = None  # on_load(servable): called after a new version took over
+
+    @property
+    def servable(self) -> Servable | None:
+        return self._servable
+
+    def load_latest(self) -> bool:
+        """Load the newest version if it is newer than the one serving; True if it changed.
+
+        Raises:
+            FileNotFoundError, ValueError: the first version can't be loaded (later failures are logged).
+        """
+        version = latest_version(self.base_path)
+        current = self._servable
+        if version is None or (current is not None and version <= current.version) or version in self._failed:
+            return False
+        State = get_model_status_pb2.ModelVersionStatus.State
+        with self._lock:
+            self._states[version] = State.LOADING
+        try:
+            servable = Servable(self.base_path / str(version), self.name, self.config.decoder)
+            count = self._warm_up(servable)
+        except Exception as e:
+            with self._lock:
+                self._states[version] = State.END
+                self._failed.add(version)
+            if current is None:
+                raise
+            logger.error("version %d of %s failed to load (version %d keeps serving): %s", version, self.name,
+                         current.version, e)
+            return False
+        with self._lock:
+            self._servable = servable
+            self._states[version] = State.AVAILABLE
+            if current is not None:
+                self._states[current.version] = State.END
+        logger.info("serving %s version %d from %s (%d warm-up requests)", self.name, version, servable.path, count)
+        if self.on_load is not None:
+            self.on_load(servable)
+        return True
+
+    def start_polling(self) -> None:
+        if self.config.poll_seconds > 0:
+            self._poller = threading.Thread(target=self._poll, name="version-poller", daemon=True)
+            self._poller.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.config.poll_seconds):
+            try:
+                self.load_latest()
+            except Exception:  # never let the poller die
+                logger.exception("polling %s failed", self.base_path)
+
+    def resolve(self, spec: model_pb2.ModelSpec) -> Servable:
+        """The servable for a request's ModelSpec (name, optional version or version label).
+
+        Raises:
+            RequestError: INVALID_ARGUMENT for another model name or a version that isn't loaded.
+        """
+        servable = self._servable
+        if spec.name != self.name:
+            raise invalid(f"unknown model {spec.name!r}; this server serves {self.name!r}")
+        if spec.HasField("version") and spec.version.value != servable.version:
+            raise invalid(f"version {spec.version.value} of model {self.name!r} is not loaded; the server has "
+                          f"version {servable.version}")
+        if spec.version_label:
+            raise invalid(f"unknown version label {spec.version_label!r}: ds2-serve has no labels; ask for a version "
+                          "number, or for none (the newest)")
+        return servable
+
+    def statuses(self, version: int | None) -> list[get_model_status_pb2.ModelVersionStatus]:
+        with self._lock:
+            states = dict(self._states)
+        if version is not None:
+            if version not in states:
+                raise invalid(f"version {version} of model {self.name!r} was never loaded; loaded: {sorted(states)}")
+            states = {version: states[version]}
+        return [get_model_status_pb2.ModelVersionStatus(version=v, state=s) for v, s in sorted(states.items())]
+
+
+class Predictor:
+    """Checks a request, runs it (through the batcher, or alone), decodes the n-best, builds the response."""
+
+    def __init__(self, batching: BatchingConfig | None):
+        self.batcher = None
+        if batching is not None:
+            self.batcher = Batcher(batching, lambda servable, w, n: servable.run(w, n), length_key=OUTPUT_LENGTHS,
+                                   time_keys=OUTPUT_TIME_KEYS)
+
+    def predict(self, request: predict_pb2.PredictRequest, servable: Servable, direct: bool = False
+                ) -> tuple[predict_pb2.PredictResponse, BatchResult]:
+        """Raises RequestError (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL)."""
+        work = servable.check(request)
+        wanted = list(request.output_filter)
+        known = set(servable.signature_defs[work.signature].outputs) | ({NBEST_TRANSCRIPTS, NBEST_SCORES}
+                                                                        if work.nbest else set())
+        if set(wanted) - known:
+            raise invalid(f"unknown output(s) {sorted(set(wanted) - known)} in output_filter; the signature gives "
+                          f"{sorted(known)}")
+        result = self._run(servable, work, direct)
+        outputs = dict(result.outputs)
+        if work.nbest:
+            outputs[NBEST_TRANSCRIPTS], outputs[NBEST_SCORES] = servable.nbest(
+                outputs[LOG_PROBS], outputs[OUTPUT_LENGTHS], work.nbest)
+        response = predict_pb2.PredictResponse()
+        response.model_spec.name = servable.name
+        response.model_spec.version.value = servable.version
+        response.model_spec.signature_name = work.signature
+        for key in wanted or outputs:
+            response.outputs[key].CopyFrom(tf.make_tensor_proto(outputs[key]))
+        return response, result
+
+    def _run(self, servable: Servable, work, direct: bool) -> BatchResult:
+        try:
+            if self.batcher is None or direct:
+                start = time.monotonic()
+                outputs = servable.run(work.waveforms, work.lengths)
+                return BatchResult(outputs, len(work.lengths), 0.0, time.monotonic() - start)
+            return self.batcher.submit(servable, work.waveforms, work.lengths).result()
+        except QueueFull as e:
+            raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e)) from None
+        except tf.errors.InvalidArgumentError as e:
+            raise invalid(tf_error_message(e)) from None
+        except tf.errors.OpError as e:
+            logger.exception("the model failed")
+            raise RequestError(grpc.StatusCode.INTERNAL, tf_error_message(e)) from None
+
+    def close(self, timeout: float | None = None) -> None:
+        if self.batcher is not None:
+            self.batcher.close(timeout)
+
+
+class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """TF Serving's PredictionService: Predict and GetModelMetadata (Classify, Regress and MultiInference
+    answer UNIMPLEMENTED: they take tf.Examples, not audio)."""
+
+    def __init__(self, manager: ModelManager, predictor: Predictor):
+        self.manager = manager
+        self.predictor = predictor
+
+    def Predict(self, request, context):
+        try:
+            servable = self.manager.resolve(request.model_spec)
+            response, result = self.predictor.predict(request, servable)
+        except RequestError as e:
+            context.abort(e.code, e.message)
+        context.set_trailing_metadata((("ds2-batch-size", str(result.batch_size)),
+                                       ("ds2-queue-ms", f"{1000 * result.queue_seconds:.2f}"),
+                                       ("ds2-run-ms", f"{1000 * result.run_seconds:.2f}")))
+        return response
+
+    def GetModelMetadata(self, request, context):
+        try:
+            servable = self.manager.resolve(request.model_spec)
+            fields = list(request.metadata_field)
+            if fields != ["signature_def"]:
+                raise invalid(f"metadata_field must be ['signature_def'] (the only metadata TF Serving gives), "
+                              f"got {fields}")
+        except RequestError as e:
+            context.abort(e.code, e.message)
+        signatures = get_model_metadata_pb2.SignatureDefMap()
+        for key, value in servable.signature_defs.items():
+            signatures.signature_def[key].CopyFrom(value)
+        response = get_model_metadata_pb2.GetModelMetadataResponse()
+        response.model_spec.name = servable.name
+        response.model_spec.version.value = servable.version
+        packed = any_pb2.Any()
+        packed.Pack(signatures)
+        response.metadata["signature_def"].CopyFrom(packed)
+        return response
+
+
+class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
+    """TF Serving's ModelService: GetModelStatus (HandleReloadConfigRequest answers UNIMPLEMENTED)."""
+
+    def __init__(self, manager: ModelManager):
+        self.manager = manager
+
+    def GetModelStatus(self, request, context):
+        try:
+            spec = request.model_spec
+            if spec.name != self.manager.name:
+                raise invalid(f"unknown model {spec.name!r}; this server serves {self.manager.name!r}")
+            statuses = self.manager.statuses(spec.version.value if spec.HasField("version") else None)
+        except RequestError as e:
+            context.abort(e.code, e.message)
+        return get_model_status_pb2.GetModelStatusResponse(model_version_status=statuses)
+
+
+@dataclass
+class RunningServer:
+    """A started ds2-serve: its port, its parts, and `stop`."""
+
+    port: int
+    server: grpc.Server
+    manager: ModelManager
+    predictor: Predictor
+
+    def stop(self, grace: float | None = None) -> None:
+        """Refuse new requests, let those in flight finish (up to `grace` seconds), then stop everything."""
+        stopped = self.server.stop(grace)  # refuses new requests at once; returns without waiting
+        if self.predictor.batcher is not None:
+            self.predictor.batcher.flush()  # queued requests run now, not after batch_timeout_micros
+        stopped.wait()
+        self.predictor.close(timeout=grace)
+        self.manager.stop()
+
+    @property
+    def batch_sizes(self) -> dict[int, int]:
+        batcher = self.predictor.batcher
+        return dict(batcher.batch_sizes) if batcher is not None else {}
+
+
+def start(config: ServeConfig) -> RunningServer:
+    """Load the newest version, warm it up and start serving on `config.host:config.port` (in the background).
+
+    Raises:
+        FileNotFoundError: no version under the model base path, or the first version can't be read.
+        ValueError: the address can't be bound, or the version is not a ds2-export.
+    """
+    base = Path(config.model_base_path)
+    if latest_version(base) is None:
+        raise FileNotFoundError(f"`model_base_path` {base} holds no version (a numbered folder with saved_model.pb); "
+                                f"write one with ds2-export --export_dir {base.parent} --model_name {base.name}")
+    predictor = Predictor(config.batching)
+
+    def warm_up(servable: Servable) -> int:
+        return servable.warm_up(lambda request, s: predictor.predict(request, s, direct=True))
+
+    manager = ModelManager(config, warm_up)
+    manager.load_latest()
+    options = [("grpc.max_receive_message_length", config.max_message_bytes),
+               ("grpc.max_send_message_length", config.max_message_bytes),
+               ("grpc.so_reuseport", 0)]  # a port in use is an error, not shared
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.max_concurrent_requests,
+                                                    thread_name_prefix="grpc"),
+                         options=options, maximum_concurrent_rpcs=config.max_concurrent_requests)
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionServicer(manager, predictor),
+                                                                        server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(manager), server)
+    address = f"[{config.host}]:{config.port}" if ":" in config.host else f"{config.host}:{config.port}"
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError:  # gRPC >= 1.5x raises; older versions return 0
+        port = 0
+    if not port:
+        predictor.close()
+        raise ValueError(f"can't listen on {address}: the port is in use, or the address isn't one of this "
+                         "machine's (--port 0 picks a free port)")
+    server.start()
+    manager.start_polling()
+    if config.port_file:
+        with atomic_write(config.port_file) as f:
+            f.write(f"{port}\n")
+    return RunningServer(port=port, server=server, manager=manager, predictor=predictor)
+
+
+def serve(config: ServeConfig) -> None:
+    """Serve until SIGTERM or SIGINT, then finish the requests in flight and return.
+
+    Raises:
+        FileNotFoundError, ValueError: as `start`.
+    """
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        running = start(config)
+        servable = running.manager.servable
+        batching = "off" if config.batching is None else (
+            f"max_batch_size {config.batching.max_batch_size}, batch_timeout_micros "
+            f"{config.batching.batch_timeout_micros}")
+        print(f"ds2-serve: serving model {servable.name!r} version {servable.version} on "
+              f"{config.host}:{running.port} (batching {batching}); pid {os.getpid()}", flush=True)
+        running.manager.on_load = lambda s: print(f"ds2-serve: now serving version {s.version} ({s.path})",
+                                                  flush=True)
+        stop.wait()
+        print(f"ds2-serve: stopping; finishing the requests in flight (up to {config.grace_seconds:g} s)", flush=True)
+        running.stop(config.grace_seconds)
+        sizes = running.batch_sizes
+        if sizes:
+            print("ds2-serve: batch sizes " + ", ".join(f"{k}: {v}" for k, v in sorted(sizes.items())), flush=True)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+__all__ = ["DEFAULT_PORT", "MAX_MESSAGE_BYTES", "ModelManager", "ModelServicer", "PredictionServicer", "Predictor",
+           "RunningServer", "ServeConfig", "latest_version", "serve", "start"]

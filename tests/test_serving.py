@@ -1,0 +1,442 @@
+"""ds2-serve over real gRPC on loopback, with the standard TF Serving stubs: metadata then Predict, results equal
+to the Keras model, every bad input refused with INVALID_ARGUMENT while the server keeps serving, message
+size and queue limits, the n-best with the export's LM, Batch Dispatch, hot reload, SIGTERM, ds2-client and
+the load test. Servers are ds2-serve subprocesses on free ports, started and stopped here."""
+
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,
+                                     prediction_service_pb2_grpc)
+
+from deepspeech2.bundle import load_bundle, save_bundle
+from deepspeech2.data.manifest import Utterance, write_manifest
+from deepspeech2.data.stats import compute_mean_std
+from deepspeech2.decode import Decoder, DecoderConfig
+from deepspeech2.features import FeatureConfig, featurize
+from deepspeech2.model import TINY, build_model
+from deepspeech2.testing import make_clip, make_manifest
+from deepspeech2.vocab import Vocabulary
+from deepspeech2_export import ASSETS_EXTRA
+from deepspeech2_export.saved_model import ExportConfig, export_model
+from deepspeech2_serving.client import predict_request, wav_bytes, wav_request
+from deepspeech2_serving.loadtest import LoadTestConfig, load_test
+
+VENV_BIN = Path(sys.executable).parent
+EN = Vocabulary.english()
+RATE = 16000
+TIMEOUT = 60  # seconds for any one RPC (they take milliseconds)
+ARPA = """\\data\\
+ngram 1=6
+ngram 2=2
+
+\\1-grams:
+-2.0\t<unk>\t0
+0\t<s>\t-0.3
+-1.0\t</s>\t0
+-1.0\thello\t-0.3
+-1.0\tworld\t-0.3
+-1.3\tspeech\t-0.3
+
+\\2-grams:
+-0.1\t<s> hello
+-0.2\thello world
+
+\\end\\
+"""
+LM_DECODER = dict(beam_size=8, alpha=0.5, beta=1.0)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A tiny bundle (untrained, seeded) exported as model "ds2" version 1 (at most 4 s of audio, a beam decoder
+    with an LM recorded); returns (bundle, base path)."""
+    d = tmp_path_factory.mktemp("serving")
+    manifest, _ = make_manifest(d, n=4)
+    keras.utils.set_random_seed(0)
+    bundle_dir = save_bundle(d / "model", build_model(TINY), TINY, EN, compute_mean_std([manifest], FeatureConfig()))
+    (d / "lm.arpa").write_text(ARPA)
+    decoder = DecoderConfig(lm_path=str(d / "lm.arpa"), **LM_DECODER)
+    export_model(ExportConfig(str(bundle_dir), str(d / "export"), max_audio_seconds=4.0, decoder=decoder))
+    return load_bundle(bundle_dir), d / "export" / "ds2"
+
+
+@pytest.fixture(scope="module")
+def clips():
+    waves = [make_clip(s, seed=i) for i, s in enumerate((1.3, 0.6, 2.1, 0.9))]
+    return [(np.round(w * 32767) / 32768).astype(np.float32) for w in waves]  # as 16-bit WAV files hold them
+
+
+@pytest.fixture(scope="module")
+def references(model, clips):
+    """Per clip, the Keras model alone: (log_probs of the valid steps, greedy transcript)."""
+    bundle, _ = model
+    out = []
+    for wave in clips:
+        features, frames = featurize(wave[None], [len(wave)], bundle.feature_config, bundle.normalizer)
+        outputs = bundle.model({"features": features, "feature_lengths": frames}, training=False)
+        log_probs = tf.nn.log_softmax(outputs["logits"])[0, :int(outputs["output_lengths"][0])].numpy()
+        out.append((log_probs, Decoder(DecoderConfig(kind="greedy"), EN).decode_utterances([log_probs])[0]))
+    return out
+
+
+class Server:
+    """A ds2-serve subprocess on a free loopback port."""
+
+    def __init__(self, base: Path, folder: Path, *flags: str):
+        folder.mkdir(parents=True, exist_ok=True)
+        port_file = folder / "port"
+        port_file.unlink(missing_ok=True)
+        self.stdout, self.stderr = folder / "stdout.txt", folder / "stderr.txt"
+        with open(self.stdout, "w") as out, open(self.stderr, "w") as err:
+            self.proc = subprocess.Popen([str(VENV_BIN / "ds2-serve"), "--model_base_path", str(base), "--port", "0",
+                                          "--port_file", str(port_file), *flags], stdout=out, stderr=err)
+        deadline = time.monotonic() + 180
+        while not port_file.exists():
+            assert self.proc.poll() is None, f"ds2-serve exited {self.proc.returncode}: {self.stderr.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, "ds2-serve did not start in 180 s"
+            time.sleep(0.1)
+        self.address = f"127.0.0.1:{int(port_file.read_text())}"
+        self.channel = grpc.insecure_channel(self.address, options=[("grpc.max_send_message_length", 64 << 20)])
+        self.predict = prediction_service_pb2_grpc.PredictionServiceStub(self.channel)
+        self.models = model_service_pb2_grpc.ModelServiceStub(self.channel)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        self.channel.close()
+        return self.proc.wait(120)
+
+
+@pytest.fixture(scope="module")
+def server(model, tmp_path_factory):
+    _, base = model
+    s = Server(base, tmp_path_factory.mktemp("server"), "--max_message_bytes", "1000000",
+               "--file_system_poll_wait_seconds", "0.2")
+    yield s
+    assert s.stop() == 0, s.stderr.read_text()[-3000:]
+
+
+def waveform_request(waves, model_name="ds2", dtype=np.float32, version=None):
+    """serving_default on `waves`, zero-padded to the longest."""
+    lengths = np.array([len(w) for w in waves], np.int32)
+    batch = np.zeros((len(waves), max(lengths, default=0)), dtype)
+    for i, w in enumerate(waves):
+        batch[i, :len(w)] = w
+    request = predict_request(model_name, "serving_default", {"waveforms": batch, "lengths": lengths})
+    if version is not None:
+        request.model_spec.version.value = version
+    return request
+
+
+def outputs(response, key):
+    return tf.make_ndarray(response.outputs[key])
+
+
+def test_a_tf_serving_client_discovers_the_signatures_then_predicts(server, clips, references):
+    request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+    request.model_spec.name = "ds2"
+    metadata = server.predict.GetModelMetadata(request, timeout=TIMEOUT)
+    defs = get_model_metadata_pb2.SignatureDefMap()
+    metadata.metadata["signature_def"].Unpack(defs)
+    assert sorted(defs.signature_def) == ["serving_default", "transcribe_wav"]
+    assert sorted(defs.signature_def["serving_default"].inputs) == ["lengths", "waveforms"]
+    assert sorted(defs.signature_def["transcribe_wav"].outputs) == ["log_probs", "output_lengths", "transcripts"]
+    assert metadata.model_spec.version.value == 1
+
+    by_waveforms = server.predict.Predict(waveform_request(clips[:3]), timeout=TIMEOUT)
+    by_wav = server.predict.Predict(predict_request("ds2", "transcribe_wav", {
+        "wav": np.array([wav_bytes(w, RATE) for w in clips[:3]], object)}), timeout=TIMEOUT)
+    assert (by_wav.model_spec.name, by_wav.model_spec.version.value, by_wav.model_spec.signature_name) == \
+        ("ds2", 1, "transcribe_wav")
+    for response in (by_waveforms, by_wav):
+        log_probs = outputs(response, "log_probs")
+        assert log_probs.shape[1] == max(len(lp) for lp, _ in references[:3])  # padded to the longest, no more
+        for i, (reference, text) in enumerate(references[:3]):
+            assert outputs(response, "output_lengths")[i] == len(reference)
+            np.testing.assert_allclose(log_probs[i, :len(reference)], reference, atol=1e-4)
+            assert outputs(response, "transcripts")[i].decode() == text
+    filtered = waveform_request(clips[:1])
+    filtered.output_filter.append("transcripts")
+    assert list(server.predict.Predict(filtered, timeout=TIMEOUT).outputs) == ["transcripts"]
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux's socket table")
+def test_it_listens_on_loopback_only(server):
+    port = f"{int(server.address.rsplit(':', 1)[1]):04X}"
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        if Path(table).exists():
+            for line in Path(table).read_text().splitlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                if state == "0A" and local.endswith(f":{port}"):  # 0A: LISTEN
+                    listening.append(local.rsplit(":", 1)[0])
+    # 127.0.0.1, as IPv4 or IPv4-mapped IPv6 (the kernel writes the address bytes little-endian per word)
+    assert listening and all(a in ("0100007F", "0000000000000000FFFF00000100007F") for a in listening), listening
+
+
+def test_model_status(server):
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "ds2"
+    [status] = server.models.GetModelStatus(request, timeout=TIMEOUT).model_version_status
+    assert (status.version, status.state) == (1, get_model_status_pb2.ModelVersionStatus.AVAILABLE)
+    request.model_spec.name = "other"
+    with pytest.raises(grpc.RpcError) as e:
+        server.models.GetModelStatus(request, timeout=TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "unknown model 'other'" in e.value.details()
+
+
+def _bad_requests(clip):
+    """(name, request, what the message must say) for every kind of bad input."""
+    wav = wav_bytes(clip, RATE)
+
+    def wav_request_(*datas):
+        return predict_request("ds2", "transcribe_wav", {"wav": np.array(list(datas), object)})
+
+    def with_filter(request, key):
+        request.output_filter.append(key)
+        return request
+
+    def with_input(request, key, value):
+        request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
+        return request
+
+    nan, inf = clip.copy(), clip.copy()
+    nan[100], inf[200] = np.nan, -np.inf
+    return [
+        ("wrong dtype", waveform_request([clip], dtype=np.float64), "`waveforms` must be DT_FLOAT, got DT_DOUBLE"),
+        ("wrong rank", with_input(waveform_request([clip]), "waveforms", clip), "`waveforms` must have rank 2"),
+        ("wrong rank of lengths", with_input(waveform_request([clip]), "lengths", np.array([[len(clip)]], np.int32)),
+         "`lengths` must have rank 1"),
+        ("NaN", waveform_request([nan]), "NaN or Inf"),
+        ("Inf", waveform_request([inf]), "NaN or Inf"),
+        ("empty audio", waveform_request([np.zeros(0, np.float32)]), r"`lengths`\[0\]: the audio is empty"),
+        ("too short", waveform_request([clip[:100]]), "shorter than the"),
+        ("over the max duration", waveform_request([make_clip(4.5)]), "4.50 s long, over the 4 s limit"),
+        ("lengths per row", with_input(waveform_request([clip]), "lengths", np.array([5, 5], np.int32)),
+         "2 entries for 1 rows"),
+        ("length past the samples", with_input(waveform_request([clip]), "lengths", np.array([len(clip) + 1], np.int32)),
+         "exceeds the"),
+        ("no audio at all", with_input(with_input(waveform_request([clip]), "waveforms", np.zeros((0, 10), np.float32)),
+                                       "lengths", np.zeros(0, np.int32)), "holds no audio"),
+        ("undecodable WAV bytes", wav_request_(b"this is not a wav file"), r"`wav`\[0\] is not a WAV file"),
+        ("corrupt WAV", wav_request_(wav, wav[:60]), r"`wav`\[1\]: "),
+        ("wrong sample rate", wav_request_(wav_bytes(clip, 8000)), "must be 16000 Hz .*got 8000 Hz"),
+        ("empty WAV", wav_request_(wav_bytes(np.zeros(0), RATE)), r"`wav`\[0\]: the audio is empty"),
+        ("unknown signature", predict_request("ds2", "classify", {"wav": np.array([wav], object)}),
+         "unknown signature 'classify'"),
+        ("unknown model", waveform_request([clip], model_name="ds3"), "unknown model 'ds3'"),
+        ("unknown version", waveform_request([clip], version=7), "version 7 of model 'ds2' is not loaded"),
+        ("unknown input", with_input(wav_request_(wav), "audio", np.array([1.0], np.float32)),
+         r"unknown input\(s\) \['audio'\]"),
+        ("missing input", predict_request("ds2", "serving_default", {"waveforms": clip[None]}),
+         r"needs the input\(s\) \['lengths'\]"),
+        ("bad nbest", predict_request("ds2", "transcribe_wav", {"wav": np.array([wav], object)}, nbest=9),
+         r"`nbest` must be one integer in \[1, 8\]"),
+        ("unknown output", with_filter(wav_request_(wav), "logits"), r"unknown output\(s\) \['logits'\]"),
+    ]
+
+
+BAD_NAMES = [name for name, _, _ in _bad_requests(np.zeros(1000, np.float32))]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_bad_requests_are_invalid_argument_with_the_reason(server, clips, name):
+    _, request, message = next(case for case in _bad_requests(clips[0]) if case[0] == name)
+    with pytest.raises(grpc.RpcError) as e:
+        server.predict.Predict(request, timeout=TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    assert re.search(message, e.value.details()), e.value.details()
+
+
+def test_after_bad_requests_and_oversized_messages_a_good_request_works(server, clips, references):
+    with pytest.raises(grpc.RpcError) as e:  # 1.2 MB of audio, over this server's 1 MB message limit
+        server.predict.Predict(waveform_request([np.zeros(300_000, np.float32)]), timeout=TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    response = server.predict.Predict(wav_request("ds2", wav_bytes(clips[1], RATE)), timeout=TIMEOUT)
+    assert outputs(response, "transcripts")[0].decode() == references[1][1]
+
+
+def test_nbest_from_the_beam_decoder_and_lm_the_export_recorded(server, model, clips, references):
+    _, base = model
+    response = server.predict.Predict(wav_request("ds2", wav_bytes(clips[2], RATE), nbest=3), timeout=TIMEOUT)
+    texts, scores = outputs(response, "nbest_transcripts"), outputs(response, "nbest_scores")
+    assert texts.shape == scores.shape == (1, 3)
+    assert np.all(np.diff(scores[0][np.isfinite(scores[0])]) <= 0)  # best first
+    assert outputs(response, "transcripts")[0].decode() == references[2][1]  # the greedy output is still there
+    extra = base / "1" / ASSETS_EXTRA
+    config = DecoderConfig(lm_path=str(base.parent.parent / "lm.arpa"), unigrams_path=str(extra / "unigrams.txt"),
+                           num_workers=1, **LM_DECODER)
+    assert texts[0, 0].decode() == Decoder(config, EN).decode_utterances([references[2][0]])[0]
+
+
+def test_ds2_client(server, clips, references, tmp_path):
+    files = []
+    for i in (0, 1):
+        files.append(tmp_path / f"clip{i}.wav")
+        files[-1].write_bytes(wav_bytes(clips[i], RATE))
+    out = subprocess.run([str(VENV_BIN / "ds2-client"), "--server", server.address, "--json", str(tmp_path / "r.json"),
+                          str(files[0]), str(tmp_path / "missing.wav"), str(files[1])],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stderr[-2000:]  # one input failed, the others were transcribed
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"{files[0]}\t{references[0][1]}" and lines[2] == f"{files[1]}\t{references[1][1]}"
+    assert lines[1].startswith(f"{tmp_path / 'missing.wav'}\terror: ")
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["transcribed"], report["failed"], report["model_versions"]) == (2, 1, [1])
+
+    utts = [Utterance(str(f), len(c) / RATE, "hello world") for f, c in zip(files, clips)]
+    write_manifest(tmp_path / "m.jsonl", utts)
+    out = subprocess.run([str(VENV_BIN / "ds2-client"), "--server", server.address, "--manifest",
+                          str(tmp_path / "m.jsonl"), "--num_samples", "1", "--nbest", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4 and lines[1].startswith("  #1\t") and lines[3] == "  (reference: hello world)"
+
+    bad = subprocess.run([str(VENV_BIN / "ds2-client"), "--server", server.address, "--model_name", "nope",
+                          str(files[0])], capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0
+    [line] = bad.stderr.strip().splitlines()
+    assert line.startswith("ds2-client: error: ") and "unknown model 'nope'" in line
+
+
+def test_load_test(server, clips):
+    utterances = [wav_bytes(c, RATE) for c in clips]
+    seconds = [len(c) / RATE for c in clips]
+    for interval in (0.0, 0.05):
+        report = load_test(LoadTestConfig(server.address, streams=4, requests=12, interval_seconds=interval),
+                           utterances, seconds)
+        assert report["ok"] == report["requests"] == 12 and not report["errors"]
+        assert sum(report["batch_sizes"].values()) == 12
+        lat = report["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p98"] <= lat["p99"] <= lat["max"]
+
+
+def test_the_server_imports_no_model_code(model):
+    _, base = model
+    code = ("import sys\n"
+            "from deepspeech2_serving.server import ServeConfig, start\n"
+            f"running = start(ServeConfig({str(base)!r}, port=0))\n"
+            "running.stop(0)\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('deepspeech2.model', 'deepspeech2.train', "
+            "'deepspeech2.bundle', 'deepspeech2.inference', 'deepspeech2_export.saved_model'))))\n")
+    # (Keras itself is loaded by `import tensorflow` in TF 2.21, whoever imports it.)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_new_version_is_picked_up_while_serving(server, model, clips, references):
+    _, base = model
+    (base / "9").mkdir()  # a numbered folder without a SavedModel (yet): not a version
+    tmp = base / ".2.tmp"
+    shutil.copytree(base / "1", tmp)
+    tmp.rename(base / "2")  # what ds2-export does: write hidden, rename into place
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "ds2"
+    State = get_model_status_pb2.ModelVersionStatus
+    deadline = time.monotonic() + 120
+    while True:
+        statuses = {s.version: s.state for s in server.models.GetModelStatus(request, timeout=TIMEOUT).model_version_status}
+        if statuses.get(2) == State.AVAILABLE:
+            break
+        assert time.monotonic() < deadline, f"version 2 not loaded: {statuses}"
+        time.sleep(0.2)
+    assert statuses == {1: State.END, 2: State.AVAILABLE}
+    response = server.predict.Predict(wav_request("ds2", wav_bytes(clips[0], RATE)), timeout=TIMEOUT)
+    assert response.model_spec.version.value == 2
+    assert outputs(response, "transcripts")[0].decode() == references[0][1]
+    with pytest.raises(grpc.RpcError) as e:
+        server.predict.Predict(waveform_request(clips[:1], version=1), timeout=TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "has version 2" in e.value.details()
+    assert "now serving version 2" in server.stdout.read_text()
+
+
+# ------------------------------------------------------------------------------- batching, overload, SIGTERM
+
+@pytest.fixture(scope="module")
+def batching_server(model, tmp_path_factory):
+    """Batches of at most 4 utterances that wait up to 3 s to fill (even when the server is idle, TF Serving's
+    rule), and room for one batch in the queue."""
+    _, base = model
+    folder = tmp_path_factory.mktemp("batching")
+    (folder / "batching.txt").write_text("max_batch_size { value: 4 }\nbatch_timeout_micros { value: 3000000 }\n"
+                                         "max_enqueued_batches { value: 1 }\npad_variable_length_inputs: true\n")
+    s = Server(base, folder, "--batching_parameters_file", str(folder / "batching.txt"), "--batch_wait_when_idle",
+               "--file_system_poll_wait_seconds", "0")
+    yield s
+    s.stop()
+
+
+def _batch_size(call):
+    return dict(call.trailing_metadata())["ds2-batch-size"]
+
+
+def test_concurrent_requests_share_one_forward_pass(batching_server, clips, references):
+    # Four requests fill a batch of 4: it runs at once, padded to the longest, and each gets its own outputs.
+    futures = [batching_server.predict.Predict.future(waveform_request([c]), timeout=TIMEOUT) for c in clips]
+    for future, (reference, text) in zip(futures, references):
+        response = future.result()
+        assert _batch_size(future) == "4"
+        assert outputs(response, "log_probs").shape == (1, len(reference), EN.size)
+        np.testing.assert_allclose(outputs(response, "log_probs")[0], reference, atol=1e-4)
+        assert outputs(response, "transcripts")[0].decode() == text
+
+
+def test_overload_is_refused_at_once(batching_server, clips):
+    # 3 utterances wait (up to 3 s) for a 4th; 2 more don't fit the queue of one batch: refused at once.
+    first_done = threading.Event()
+    futures = [batching_server.predict.Predict.future(waveform_request(clips[:3]), timeout=TIMEOUT)]
+    time.sleep(0.5)
+    futures.append(batching_server.predict.Predict.future(waveform_request(clips[:2]), timeout=TIMEOUT))
+    for f in futures:
+        f.add_done_callback(lambda _: first_done.set())
+    assert first_done.wait(TIMEOUT)
+    refused = [f for f in futures if f.done()]
+    assert len(refused) == 1  # the other is still queued: nobody waited for room
+    assert refused[0].code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "queue is full" in refused[0].details()
+    [queued] = [f for f in futures if f is not refused[0]]
+    queued.result()
+    assert _batch_size(queued) in ("2", "3")  # ran after the timeout, alone
+
+
+def test_sigterm_finishes_the_requests_in_flight(batching_server, clips):
+    futures = [batching_server.predict.Predict.future(waveform_request([c]), timeout=TIMEOUT) for c in clips[:2]]
+    time.sleep(0.5)  # both are queued, waiting up to 3 s for a full batch
+    batching_server.proc.send_signal(signal.SIGTERM)
+    for f in futures:
+        assert len(outputs(f.result(), "transcripts")) == 1
+    assert batching_server.proc.wait(120) == 0
+    assert "finishing the requests in flight" in batching_server.stdout.read_text()
+    with pytest.raises(grpc.RpcError) as e:
+        batching_server.predict.Predict(waveform_request(clips[:1]), timeout=10)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_stock_tf_serving_config_files():
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    from deepspeech2_serving.batching import BatchingConfig
+
+    repo = Path(__file__).resolve().parents[1]
+    config = text_format.Parse((repo / "serving" / "models.config").read_text(),
+                               model_server_config_pb2.ModelServerConfig())
+    [model] = config.model_config_list.config
+    assert (model.name, model.base_path, model.model_platform) == ("ds2", "/models/ds2", "tensorflow")
+    text = (repo / "serving" / "batching_parameters.txt").read_text()
+    assert "pad_variable_length_inputs: true" in text  # waveforms of different lengths share a batch
+    assert BatchingConfig.from_text(text) == BatchingConfig(batch_timeout_micros=0)
