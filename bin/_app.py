@@ -6,8 +6,12 @@ nor one of our flags, and it exited 1. Here --help (also -? and --helpshort) pri
 module that defines `main`, that module's flags with their help text and defaults, and exits 0, whether the
 command runs as `ds2-x` or as `python bin/ds2_x.py`; --helpfull does the same with every flag of every module.
 A flag that doesn't parse gives `ds2-x: error: ...` and exit status 1.
+
+When stderr is not a terminal (a log file, `make demo > log`), progress bars refresh every 30 s and each
+refresh is its own line, instead of one carriage-return-separated line of many kilobytes.
 """
 
+import functools
 import os
 import sys
 import textwrap
@@ -118,6 +122,43 @@ def _parse_flags(command: str):
     return parse
 
 
+class LogLines:
+    """A text stream for log files: each carriage-return refresh (tqdm's) becomes its own line, and the blank
+    refreshes that clear a finished bar are dropped."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._line_start = True
+
+    def write(self, text: str) -> int:
+        pieces = text.split("\r")
+        out = [pieces[0]] if pieces[0] else []
+        line_start = self._line_start if not pieces[0] else pieces[0].endswith("\n")
+        for piece in pieces[1:]:
+            if not piece.strip():  # a bar cleared: what follows starts a line
+                if not line_start:
+                    out.append("\n")
+                    line_start = True
+                continue
+            out.append(piece if line_start else "\n" + piece)
+            line_start = piece.endswith("\n")
+        self._line_start = line_start
+        return self._stream.write("".join(out)) if out else 0
+
+    def __getattr__(self, name):  # flush, fileno, isatty, encoding...
+        return getattr(self._stream, name)
+
+
+def _progress_for_logs() -> None:
+    """Bars on stderr that isn't a terminal: a refresh every 30 s, one line each (`LogLines`)."""
+    if sys.stderr is None or sys.stderr.isatty():
+        return
+    from tqdm import tqdm
+
+    tqdm.__init__ = functools.partialmethod(tqdm.__init__, mininterval=30.0)
+    sys.stderr = LogLines(sys.stderr)
+
+
 def run(main) -> None:
     """app.run(main) with the --help above. `main` is the command's main(argv), defined in its module.
 
@@ -129,6 +170,7 @@ def run(main) -> None:
     def quiet_main(argv):
         if not FLAGS["verbosity"].present:
             absl_logging.set_verbosity(absl_logging.WARNING)
+        _progress_for_logs()
         return main(argv)
 
     app.run(quiet_main, flags_parser=_parse_flags(command_name(module.__name__)))

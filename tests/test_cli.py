@@ -156,3 +156,46 @@ def test_failed_tensorflow_import_is_still_shown(tmp_path):
     # Asked for: nothing is hidden.
     loud = _run([sys.executable, "-c", code], PYTHONPATH=str(tmp_path), DS2_TF_LOGS="1")
     assert "C++ noise" in loud.stderr and "ImportError" in loud.stderr
+
+
+def test_progress_in_a_log_file_is_one_line_per_refresh(tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    lines = []
+    for i in range(3):
+        sf.write(tmp_path / f"{i}.wav", np.random.default_rng(i).uniform(-0.1, 0.1, 8000), 16000)
+        lines.append(f'{{"audio_filepath": "{i}.wav", "duration": 0.5, "text": "a"}}')
+    (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
+    out = _run([_script("ds2-compute-stats"), "--manifest_paths", str(tmp_path / "m.jsonl"), "--out",
+                str(tmp_path / "s.npz")])  # stderr is a pipe, as in `make demo > log 2>&1`
+    assert out.returncode == 0, out.stderr
+    assert "\r" not in out.stderr
+    bars = [line for line in out.stderr.splitlines() if line.startswith("mean/std")]
+    assert bars and "3/3" in bars[-1], out.stderr
+
+
+def test_log_lines_turns_refreshes_into_lines():
+    import io
+
+    from tqdm import tqdm
+
+    sys.path.insert(0, str(REPO / "bin"))
+    from _app import LogLines
+
+    buf = io.StringIO()
+    stream = LogLines(buf)
+    stream.write("before\n")
+    for _ in tqdm(range(3), desc="work", file=stream, mininterval=0, miniters=1):
+        pass
+    for _ in tqdm(range(2), desc="gone", file=stream, mininterval=0, miniters=1, leave=False):
+        pass
+    stream.write("after\n")
+    text = buf.getvalue()
+    assert "\r" not in text
+    rows = text.splitlines()
+    assert rows[0] == "before" and rows[-1] == "after"
+    names = [r.split(":")[0] for r in rows[1:-1]]  # a line per refresh, the cleared bar's included
+    work, gone = names.count("work"), names.count("gone")
+    assert names == ["work"] * work + ["gone"] * gone and work >= 3 and gone >= 2, rows
+    assert "3/3" in rows[work] and all(r.strip() for r in rows)
