@@ -44,6 +44,12 @@ def conv_output_length(length, kernel, stride, padding):
     return max(out, 0) if isinstance(out, int) else ops.maximum(out, 0)
 
 
+def same_padding(kernel):
+    """Zero frames `(before, after)` that "same" padding adds around an axis for a kernel of this size: `(k - 1) // 2`
+    and `k // 2`, so `ceil(length / stride)` outputs come out and output `j` is centred on input `j * stride`."""
+    return (kernel - 1) // 2, kernel // 2
+
+
 def conv_stack_output_length(length, kernels, strides, padding):
     """`conv_output_length` through a stack of convs: one kernel and stride per conv along this axis."""
     for kernel, stride in zip(kernels, strides):
@@ -280,15 +286,32 @@ class ConvFrontEnd(keras.layers.Layer):
     def call(self, inputs, lengths, training=None):
         mask = sequence_mask(lengths, ops.shape(inputs)[1], inputs.dtype)
         x = ops.expand_dims(inputs * mask[:, :, None], -1)  # (B, T, F, 1), zero at padding
-        for conv, norm, (kt, kf), (st, _) in zip(self.convs, self.norms, self.kernel_sizes, self.strides):
+        for i, ((kt, kf), (st, _)) in enumerate(zip(self.kernel_sizes, self.strides)):
             if self.padding == "same":
-                x = ops.pad(x, ((0, 0), ((kt - 1) // 2, kt // 2), ((kf - 1) // 2, kf // 2), (0, 0)))
-            x = conv(x)  # (B, T', F', C)
+                x = ops.pad(x, ((0, 0), same_padding(kt), same_padding(kf), (0, 0)))
             lengths = conv_output_length(lengths, kt, st, self.padding)
-            mask = sequence_mask(lengths, ops.shape(x)[1], "float32")
-            x = clipped_relu(norm(x, mask, training=training), mask[:, :, None, None])  # zero at padding
+            x = self.conv_layer(i, x, lengths, training=training)  # (B, T', F', C), zero at padding
         shape = ops.shape(x)
         return ops.reshape(x, (shape[0], shape[1], x.shape[2] * x.shape[3])), lengths
+
+    def conv_layer(self, index, x, output_lengths, training=None):
+        """Conv `index` with its BN and clipped ReLU on input that is already padded (no padding is added here).
+
+        The streaming step (`deepspeech2.streaming`) runs each conv on a chunk with its left context through
+        this method, so offline and streaming share the math.
+
+        Args:
+            index: which conv (0-based).
+            x: `(batch, time, freq, channels)` input of that conv, with any "same" padding already added.
+            output_lengths: `(batch,)` int32 valid output steps; outputs beyond are zeroed.
+            training: BN uses batch statistics over the valid steps.
+
+        Returns:
+            `(batch, (time - kernel) // stride + 1, freq', filters[index])`.
+        """
+        x = self.convs[index](x)
+        mask = sequence_mask(output_lengths, ops.shape(x)[1], "float32")
+        return clipped_relu(self.norms[index](x, mask, training=training), mask[:, :, None, None])
 
     def get_config(self):
         config = super().get_config()
@@ -327,8 +350,13 @@ class RowConv(keras.layers.Layer):
     def call(self, inputs, lengths):
         mask = sequence_mask(lengths, ops.shape(inputs)[1], inputs.dtype)[:, :, None]
         x = ops.pad(inputs * mask, ((0, 0), (0, self.context), (0, 0)))  # (B, T + τ, D)
-        y = ops.depthwise_conv(x, ops.expand_dims(self.kernel, -1), padding="valid")  # (B, T, D)
-        return y * mask
+        return self.window_outputs(x) * mask  # (B, T, D)
+
+    def window_outputs(self, x):
+        """The outputs whose `τ + 1` input steps all lie inside `x`: `(batch, time, features)` ->
+        `(batch, time - τ, features)`. `call` pads τ zero steps first; the streaming step keeps the last τ
+        inputs of each chunk instead, so its outputs lag the input by τ steps."""
+        return ops.depthwise_conv(x, ops.expand_dims(self.kernel, -1), padding="valid")
 
     def compute_output_shape(self, input_shape):
         return input_shape
