@@ -13,8 +13,11 @@ at once, and the timeout only lets a batch fill while another is running). The n
 --model_base_path is served and newer ones are picked up as ds2-export writes them. A request with the
 extra input `nbest` (an int) also gets the beam decoder's n-best (outputs nbest_transcripts, nbest_scores);
 the decoder is the one ds2-export recorded, unless decoder flags are given here (it decodes in the
-request's thread: --decode_workers doesn't apply). Binds 127.0.0.1 unless --host says otherwise. SIGTERM
-finishes the requests in flight, then exits.
+request's thread: --decode_workers doesn't apply). Streaming models also have stream_step: with the state
+in each request (as stock TF Serving serves it), or with the extra input `session_id` the server keeps the
+stream's state and answers its transcript so far (session_transcripts; the LM's on the final step); steps of
+concurrent streams are batched together. Binds 127.0.0.1 unless --host says otherwise. SIGTERM finishes the
+requests in flight, then exits.
 """
 
 import sys
@@ -45,6 +48,8 @@ flags.DEFINE_integer("max_message_bytes", 32 << 20, "Largest request or response
 flags.DEFINE_integer("max_concurrent_requests", 64, "Requests handled at once; more: RESOURCE_EXHAUSTED.")
 flags.DEFINE_float("file_system_poll_wait_seconds", 1.0, "How often to look for a new version; 0: never.")
 flags.DEFINE_float("grace_seconds", 30.0, "On SIGTERM, how long requests in flight may take to finish.")
+flags.DEFINE_integer("max_streams", 256, "Streaming sessions held at once; more: RESOURCE_EXHAUSTED.")
+flags.DEFINE_float("stream_idle_seconds", 60.0, "A streaming session unused this long is forgotten.")
 _decoding.define_flags(kind="beam")
 flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
 flags.mark_flags_as_required(["model_base_path"])
@@ -75,7 +80,8 @@ def main(argv):
                              max_message_bytes=FLAGS.max_message_bytes,
                              max_concurrent_requests=FLAGS.max_concurrent_requests,
                              poll_seconds=FLAGS.file_system_poll_wait_seconds, decoder=decoder,
-                             grace_seconds=FLAGS.grace_seconds)
+                             grace_seconds=FLAGS.grace_seconds, max_streams=FLAGS.max_streams,
+                             stream_idle_seconds=FLAGS.stream_idle_seconds)
         serve(config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-serve: error: {e}")

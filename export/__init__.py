@@ -11,15 +11,26 @@ Signatures (both give the same outputs):
     transcribe_wav    wav string (batch,): whole WAV files (16-bit PCM at the model's sample rate)
     outputs           log_probs float32 (batch, steps, vocab), output_lengths int32 (batch,),
                       transcripts string (batch,): greedy (best-path) transcripts, UTF-8
+
+Streaming models (unidirectional, `deepspeech2.streaming`) also get
+    stream_step       waveforms float32 (streams, samples): each stream's next chunk, zero-padded,
+                      lengths int32 (streams,) (0 allowed), state float32 (streams, state_size) (zeros for a
+                      new stream), final bool (streams,) (true on a stream's last chunk)
+                      -> log_probs, output_lengths: the steps that became final with this chunk;
+                         transcripts: their greedy text, repeats merged across chunks, not stripped (append it
+                         to the stream's text); state: the state to send with the stream's next chunk
 """
 
 SERVING_DEFAULT = "serving_default"  # TF Serving's default signature key
 TRANSCRIBE_WAV = "transcribe_wav"
+STREAM_STEP = "stream_step"  # streaming models only
 SIGNATURES = (SERVING_DEFAULT, TRANSCRIBE_WAV)
 
 WAVEFORMS = "waveforms"  # serving_default inputs
 LENGTHS = "lengths"
 WAV = "wav"  # transcribe_wav input
+STATE = "state"  # stream_step input and output
+FINAL = "final"  # stream_step input
 LOG_PROBS = "log_probs"  # outputs
 OUTPUT_LENGTHS = "output_lengths"
 TRANSCRIPTS = "transcripts"
@@ -35,6 +46,6 @@ DECODER_CONFIG = "decoder_config.json"  # in assets.extra/: the beam decoder ds2
 UNIGRAMS = "unigrams.txt"  # in assets.extra/: the LM's word list (when exported with an LM)
 WARMUP_REQUESTS = "tf_serving_warmup_requests"  # in assets.extra/: TF Serving's warm-up PredictionLog records
 
-__all__ = ["ASSETS_EXTRA", "DECODER_CONFIG", "DECODE_WAV", "EXPORT_INFO", "LENGTHS", "LOG_PROBS", "OUTPUTS",
-           "OUTPUT_LENGTHS", "SERVING_DEFAULT", "SIGNATURES", "TRANSCRIBE_WAV", "TRANSCRIPTS", "UNIGRAMS",
-           "WARMUP_REQUESTS", "WAV", "WAVEFORMS"]
+__all__ = ["ASSETS_EXTRA", "DECODER_CONFIG", "DECODE_WAV", "EXPORT_INFO", "FINAL", "LENGTHS", "LOG_PROBS", "OUTPUTS",
+           "OUTPUT_LENGTHS", "SERVING_DEFAULT", "SIGNATURES", "STATE", "STREAM_STEP", "TRANSCRIBE_WAV", "TRANSCRIPTS",
+           "UNIGRAMS", "WARMUP_REQUESTS", "WAV", "WAVEFORMS"]

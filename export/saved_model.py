@@ -43,10 +43,11 @@ from deepspeech2.decode.beam import check_lm_files, load_unigrams, unigrams_path
 from deepspeech2.fileio import write_json
 from deepspeech2.inference import acoustic_model
 from deepspeech2.model import output_steps
+from deepspeech2.streaming import StreamingModel, is_streamable
 from deepspeech2.vocab import BLANK_ID
-from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, LENGTHS, LOG_PROBS,
-                                OUTPUT_LENGTHS, SERVING_DEFAULT, TRANSCRIBE_WAV, TRANSCRIPTS, UNIGRAMS,
-                                WARMUP_REQUESTS, WAV, WAVEFORMS)
+from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, FINAL, LENGTHS, LOG_PROBS,
+                                OUTPUT_LENGTHS, SERVING_DEFAULT, STATE, STREAM_STEP, TRANSCRIBE_WAV, TRANSCRIPTS,
+                                UNIGRAMS, WARMUP_REQUESTS, WAV, WAVEFORMS)
 
 MAX_AUDIO_SECONDS = 60.0  # default limit per utterance: DS2 serves utterances, not hour-long recordings
 # TF Serving's model names: letters, digits, '_', '-', '.'; the name is also a folder name.
@@ -100,25 +101,31 @@ def min_samples(bundle: Bundle) -> int:
     return n
 
 
-def greedy_transcripts(log_probs: tf.Tensor, lengths: tf.Tensor, tokens: list[str]) -> tf.Tensor:
+def greedy_transcripts(log_probs: tf.Tensor, lengths: tf.Tensor, tokens: list[str], previous: tf.Tensor | None = None,
+                       join: bool = True) -> tf.Tensor:
     """Best-path decoding in the graph, the same text as `Decoder(DecoderConfig(kind="greedy"))`.
 
     Args:
         log_probs: float32 (batch, steps, vocab).
         lengths: int32 (batch,) valid steps.
         tokens: the vocabulary's symbols in id order, the blank as "" (`Vocabulary.tokens()`).
+        previous: int32 (batch,) the label of the step before these (streaming: the previous chunk's last
+            label), so a repeat across the boundary is merged; None: nothing came before.
+        join: collapse runs of spaces and strip the ends (whole transcripts); False for the pieces of a stream,
+            whose spaces at the ends separate them from their neighbours.
 
     Returns:
-        string (batch,): argmax per step, repeats merged, blanks dropped; for a vocabulary with a space,
-        runs of spaces made one and the ends stripped, as the library's greedy decoder does.
+        string (batch,): argmax per step, repeats merged, blanks dropped; with `join`, for a vocabulary with a
+        space, runs of spaces made one and the ends stripped, as the library's greedy decoder does.
     """
     ids = tf.argmax(log_probs, axis=-1, output_type=tf.int32)  # (B, T)
     valid = tf.sequence_mask(lengths, tf.shape(ids)[1])  # (B, T)
-    previous = tf.concat([tf.fill([tf.shape(ids)[0], 1], -1), ids[:, :-1]], axis=1)
-    keep = valid & tf.not_equal(ids, previous) & tf.not_equal(ids, BLANK_ID)
+    first = tf.fill([tf.shape(ids)[0], 1], -1) if previous is None else tf.cast(previous, tf.int32)[:, None]
+    before = tf.concat([first, ids[:, :-1]], axis=1)
+    keep = valid & tf.not_equal(ids, before) & tf.not_equal(ids, BLANK_ID)
     chars = tf.where(keep, tf.gather(tf.constant(tokens), ids), "")  # (B, T) strings
     text = tf.strings.reduce_join(chars, axis=1)
-    if " " in tokens:
+    if join and " " in tokens:
         text = tf.strings.strip(tf.strings.regex_replace(text, " +", " "))
     return text
 
@@ -128,13 +135,21 @@ def _check(condition, *message) -> tf.Operation:
     return tf.debugging.Assert(condition, list(message), summarize=8)
 
 
+def streaming_model(bundle: Bundle) -> StreamingModel | None:
+    """The bundle's model in streaming form, or None when it can't stream (bidirectional, MFCC context)."""
+    if not is_streamable(bundle.model_config, bundle.feature_config):
+        return None
+    return StreamingModel(bundle.model, bundle.model_config, bundle.feature_config, bundle.normalizer)
+
+
 def build_module(bundle: Bundle, max_audio_seconds: float = MAX_AUDIO_SECONDS) -> tuple[tf.Module, dict]:
     """The exportable module and its signatures.
 
     Returns:
         `(module, signatures)`: a tf.Module holding the model's variables and the tf.functions
-        `serving_default(waveforms, lengths)`, `transcribe_wav(wav)` and `decode_wav(wav)`; and the
-        signature map for `tf.saved_model.save` (`serving_default`, `transcribe_wav`).
+        `serving_default(waveforms, lengths)`, `transcribe_wav(wav)` and `decode_wav(wav)` (and
+        `stream_step(waveforms, lengths, state, final)` for a streaming model); and the signature map for
+        `tf.saved_model.save` (`serving_default`, `transcribe_wav`, and `stream_step`).
     """
     forward = acoustic_model(bundle)  # featurize + model + log-softmax, one graph
     rate = bundle.feature_config.sample_rate
@@ -182,6 +197,37 @@ def build_module(bundle: Bundle, max_audio_seconds: float = MAX_AUDIO_SECONDS) -
         waveforms, lengths = decode_wav(wav)
         return serving_default(waveforms, lengths)
 
+    streaming = streaming_model(bundle)
+    stream_step = None
+    if streaming is not None:
+        label_offset = next(seg.offset for seg in streaming.layout if seg.name == "last_label")
+
+        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name=WAVEFORMS),
+                                      tf.TensorSpec([None], tf.int32, name=LENGTHS),
+                                      tf.TensorSpec([None, streaming.state_size], tf.float32, name=STATE),
+                                      tf.TensorSpec([None], tf.bool, name=FINAL)])
+        def stream_step(waveforms, lengths, state, final):
+            batch, samples = tf.shape(waveforms)[0], tf.shape(waveforms)[1]
+            checks = [
+                _check(batch > 0, "the request holds no stream (a batch of 0)"),
+                _check(tf.reduce_all(tf.equal(tf.stack([tf.shape(lengths)[0], tf.shape(state)[0],
+                                                        tf.shape(final)[0]]), batch)),
+                       f"`{LENGTHS}`, `{STATE}` and `{FINAL}` need one entry per row of `{WAVEFORMS}`, got",
+                       tf.shape(lengths)[0], tf.shape(state)[0], tf.shape(final)[0], "for", batch, "rows"),
+                _check(tf.reduce_all((lengths >= 0) & (lengths <= samples)), f"`{LENGTHS}` must lie in [0, the "
+                       f"samples of each row of `{WAVEFORMS}`]; `{LENGTHS}`:", lengths, "samples:", samples),
+                _check(samples <= longest, f"a chunk is longer than the {max_audio_seconds:g} s ({longest} samples) "
+                       "this export accepts, got", samples, "samples"),
+                tf.debugging.assert_all_finite(waveforms, f"`{WAVEFORMS}` hold NaN or Inf samples"),
+                tf.debugging.assert_all_finite(state, f"`{STATE}` holds NaN or Inf"),
+            ]
+            with tf.control_dependencies(checks):
+                waveforms = tf.identity(waveforms)
+            log_probs, output_lengths, new_state = streaming.step(waveforms, lengths, state, final)
+            previous = tf.cast(tf.round(state[:, label_offset]), tf.int32)
+            return {LOG_PROBS: log_probs, OUTPUT_LENGTHS: output_lengths, STATE: new_state,
+                    TRANSCRIPTS: greedy_transcripts(log_probs, output_lengths, tokens, previous, join=False)}
+
     module = tf.Module()
     # Track the tf.Variables under the Keras variables, not the Keras model: saved through the model, the
     # weights are written twice (Keras' objects and the tf.Variables) and a TF1-style loader (stock
@@ -193,6 +239,9 @@ def build_module(bundle: Bundle, max_audio_seconds: float = MAX_AUDIO_SECONDS) -
     setattr(module, DECODE_WAV, decode_wav)
     signatures = {SERVING_DEFAULT: serving_default.get_concrete_function(),
                   TRANSCRIBE_WAV: transcribe_wav.get_concrete_function()}
+    if stream_step is not None:
+        module.stream_step = stream_step
+        signatures[STREAM_STEP] = stream_step.get_concrete_function()
     return module, signatures
 
 
@@ -241,13 +290,20 @@ def write_assets(folder: Path, bundle: Bundle, config: ExportConfig, version: in
         if name != "model.keras":
             shutil.copy2(bundle.path / name, folder / name)
     rate = bundle.feature_config.sample_rate
+    signatures = {SERVING_DEFAULT: {"inputs": [WAVEFORMS, LENGTHS], "outputs": [LOG_PROBS, OUTPUT_LENGTHS,
+                                                                               TRANSCRIPTS]},
+                  TRANSCRIBE_WAV: {"inputs": [WAV], "outputs": [LOG_PROBS, OUTPUT_LENGTHS, TRANSCRIPTS]}}
+    streaming = streaming_model(bundle)
+    if streaming is not None:
+        signatures[STREAM_STEP] = {"inputs": [WAVEFORMS, LENGTHS, STATE, FINAL],
+                                   "outputs": [LOG_PROBS, OUTPUT_LENGTHS, TRANSCRIPTS, STATE]}
     write_json(folder / EXPORT_INFO, {
         "model_name": config.model_name, "version": version, "sample_rate": rate,
         "min_samples": min_samples(bundle), "max_audio_seconds": config.max_audio_seconds,
         "max_samples": int(round(config.max_audio_seconds * rate)), "vocab_size": bundle.vocab.size,
-        "signatures": {SERVING_DEFAULT: {"inputs": [WAVEFORMS, LENGTHS], "outputs": [LOG_PROBS, OUTPUT_LENGTHS,
-                                                                                    TRANSCRIPTS]},
-                       TRANSCRIBE_WAV: {"inputs": [WAV], "outputs": [LOG_PROBS, OUTPUT_LENGTHS, TRANSCRIPTS]}},
+        "signatures": signatures,
+        # The stream_step state: its size, dtype and segments (`deepspeech2.streaming.StreamingModel.layout`).
+        "streaming": None if streaming is None else streaming.layout_dict(),
         "model_dir": str(bundle.path.resolve()), "exported_at": datetime.datetime.now().astimezone().isoformat(
             timespec="seconds"), "tensorflow": tf.__version__})
     if config.decoder is not None:
@@ -263,7 +319,8 @@ def write_assets(folder: Path, bundle: Bundle, config: ExportConfig, version: in
             (folder / UNIGRAMS).write_text("\n".join(words) + "\n", encoding="utf-8")
             decoder = dataclasses.replace(decoder, lm_path=str(lm_path.resolve()), unigrams_path=None)
         write_json(folder / DECODER_CONFIG, decoder.to_dict())
-    write_warmup_requests(folder / WARMUP_REQUESTS, config.model_name, rate)
+    write_warmup_requests(folder / WARMUP_REQUESTS, config.model_name, rate,
+                          streaming.state_size if streaming is not None else 0)
 
 
 def warmup_audio(sample_rate: int, seconds: float = WARMUP_SECONDS) -> np.ndarray:
@@ -271,9 +328,10 @@ def warmup_audio(sample_rate: int, seconds: float = WARMUP_SECONDS) -> np.ndarra
     return (0.01 * np.random.default_rng(0).standard_normal(int(seconds * sample_rate))).astype(np.float32)
 
 
-def write_warmup_requests(path: Path, model_name: str, sample_rate: int) -> None:
+def write_warmup_requests(path: Path, model_name: str, sample_rate: int, state_size: int = 0) -> None:
     """TF Serving's warm-up file: one PredictionLog per signature, replayed when a version loads (both
-    `tensorflow_model_server` and `ds2-serve` run them before the version takes traffic)."""
+    `tensorflow_model_server` and `ds2-serve` run them before the version takes traffic). `state_size` > 0 adds
+    a stream_step request (a new stream's first and last chunk)."""
     from tensorflow_serving.apis import prediction_log_pb2
 
     from deepspeech2_serving.client import predict_request, wav_bytes
@@ -282,6 +340,10 @@ def write_warmup_requests(path: Path, model_name: str, sample_rate: int) -> None
     requests = [predict_request(model_name, SERVING_DEFAULT, {WAVEFORMS: audio[None],
                                                               LENGTHS: np.array([len(audio)], np.int32)}),
                 predict_request(model_name, TRANSCRIBE_WAV, {WAV: np.array([wav_bytes(audio, sample_rate)], object)})]
+    if state_size:
+        requests.append(predict_request(model_name, STREAM_STEP, {
+            WAVEFORMS: audio[None], LENGTHS: np.array([len(audio)], np.int32),
+            STATE: np.zeros((1, state_size), np.float32), FINAL: np.array([True])}))
     with tf.io.TFRecordWriter(str(path)) as writer:
         for request in requests:
             log = prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request))

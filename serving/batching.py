@@ -21,6 +21,9 @@ a few rows: with two threads and no timeout, saturation splits into a full batch
 bench/serve.py measured ds2-small at ~120-145 audio-s/s that way against ~160 with 20 ms (the one-thread
 figure), with the lone-request latency of two threads. `wait_when_idle` restores TF Serving's rule.
 
+Streaming steps (stream_step) are batched the same way, across streams: each row is one stream's chunk, with
+its state and `final` flag as extra per-row inputs (`submit(..., extras=...)`).
+
 A request's rows stay together (it is never split); one larger than max_batch_size runs as a batch of its
 own. Rows are padded with zeros to the batch's longest and the outputs cut back per request, so a request
 gets exactly what it would get alone. Requests for different servables (model versions) never share a
@@ -124,6 +127,7 @@ class _Item:
     lengths: np.ndarray  # int32 (rows,)
     future: Future
     enqueued: float  # time.monotonic()
+    extras: dict = None  # more per-row inputs (name -> array with rows on axis 0), passed to `run` by name
 
     @property
     def rows(self) -> int:
@@ -140,7 +144,7 @@ class BatchResult:
     run_seconds: float  # the forward pass
 
 
-RunFn = Callable[[object, np.ndarray, np.ndarray], dict]
+RunFn = Callable[..., dict]  # run(key, waveforms, lengths, **extras) -> {name: array}
 
 
 def merge(items: list[_Item]) -> tuple[np.ndarray, np.ndarray]:
@@ -155,6 +159,13 @@ def merge(items: list[_Item]) -> tuple[np.ndarray, np.ndarray]:
         waveforms[r:r + item.rows, :n] = item.waveforms[:, :n]
         r += item.rows
     return waveforms, lengths
+
+
+def merge_extras(items: list[_Item]) -> dict:
+    """The items' extra per-row inputs, concatenated along the rows (every item of a batch has the same names)."""
+    if not items[0].extras:
+        return {}
+    return {name: np.concatenate([item.extras[name] for item in items]) for name in items[0].extras}
 
 
 def split(outputs: dict, items: list[_Item], length_key: str, time_keys: tuple[str, ...]) -> list[dict]:
@@ -196,15 +207,17 @@ class Batcher:
         for t in self._threads:
             t.start()
 
-    def submit(self, key, waveforms: np.ndarray, lengths: np.ndarray) -> Future:
-        """Queue one request's rows; the future gives its `BatchResult` (or the run's exception).
+    def submit(self, key, waveforms: np.ndarray, lengths: np.ndarray, extras: dict | None = None) -> Future:
+        """Queue one request's rows; the future gives its `BatchResult` (or the run's exception). `extras` are
+        more per-row inputs (name -> array, rows on axis 0), concatenated and passed to `run` by name; requests
+        under one `key` must all give the same names.
 
         Raises:
             QueueFull: the queue holds `max_enqueued_batches` batches' worth of rows already.
             RuntimeError: the batcher is closed.
         """
         item = _Item(key, np.asarray(waveforms, np.float32), np.asarray(lengths, np.int32), Future(),
-                     time.monotonic())
+                     time.monotonic(), extras)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is shutting down")
@@ -280,7 +293,7 @@ class Batcher:
         start = time.monotonic()
         try:
             waveforms, lengths = merge(batch)
-            outputs = self._run(batch[0].key, waveforms, lengths)
+            outputs = self._run(batch[0].key, waveforms, lengths, **merge_extras(batch))
             parts = split(outputs, batch, self._length_key, self._time_keys)
         except Exception as e:
             if len(batch) > 1:  # find the culprit: run each request alone

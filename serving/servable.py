@@ -23,8 +23,9 @@ from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.vocab import Vocabulary
-from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, LENGTHS, LOG_PROBS,
-                                SERVING_DEFAULT, TRANSCRIBE_WAV, UNIGRAMS, WARMUP_REQUESTS, WAV, WAVEFORMS)
+from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, FINAL, LENGTHS, LOG_PROBS,
+                                SERVING_DEFAULT, STATE, STREAM_STEP, TRANSCRIBE_WAV, UNIGRAMS, WARMUP_REQUESTS, WAV,
+                                WAVEFORMS)
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,14 @@ NBEST = "nbest"
 NBEST_TRANSCRIPTS = "nbest_transcripts"  # string (batch, nbest), best first; "" where fewer were found
 NBEST_SCORES = "nbest_scores"  # float32 (batch, nbest): DS2 eq. 12's Q(y) = log p_ctc + alpha log p_lm + beta words
 INIT_OP_SIGNATURE = "__saved_model_init_op"  # not a serving signature
+# Streaming sessions (ds2-serve only; stock TF Serving rejects the extra input): a stream_step request with the
+# string input `session_id` (one id, batch 1) instead of `state` has the server keep the stream's state. The
+# response then holds `session_transcripts` (string [1]): the stream's transcript so far (greedy), and with
+# `final` the finished one (the server's beam decoder with its LM, when it has an LM; else greedy). A final
+# step ends the session; an id unused for `stream_idle_seconds` is forgotten.
+SESSION_ID = "session_id"
+SESSION_TRANSCRIPTS = "session_transcripts"
+MAX_SESSION_ID_CHARS = 128
 
 
 class RequestError(Exception):
@@ -77,6 +86,9 @@ class Work:
     waveforms: np.ndarray  # float32 (rows, samples), cut to the longest row
     lengths: np.ndarray  # int32 (rows,)
     nbest: int  # 0: no server-side beam search
+    state: np.ndarray | None = None  # stream_step: float32 (rows, state_size); None in a session (the server's)
+    final: np.ndarray | None = None  # stream_step: bool (rows,)
+    session: str = ""  # stream_step: the session id ("": stateless, the state travels in the request)
 
 
 def signature_defs(version_dir: Path) -> dict[str, meta_graph_pb2.SignatureDef]:
@@ -128,6 +140,11 @@ class Servable:
         self._loaded = loaded  # keeps the variables alive
         self._forward = loaded.signatures[SERVING_DEFAULT]
         self._decode_wav = getattr(loaded, DECODE_WAV)
+        # Streaming models: stream_step, its state layout, and the key its steps are batched under (steps of
+        # different streams share a forward pass; they never share one with whole utterances).
+        self.streaming = self.info.get("streaming") if STREAM_STEP in self.signature_defs else None
+        self.state_size = int(self.streaming["state_size"]) if self.streaming else 0
+        self.stream_runner = StreamRunner(loaded.signatures[STREAM_STEP]) if self.streaming else None
 
     def _make_decoder(self, config: DecoderConfig | None, extra: Path) -> Decoder | None:
         if config is None:
@@ -145,6 +162,20 @@ class Servable:
     @property
     def seconds_limit(self) -> float:
         return self.max_samples / self.sample_rate
+
+    @property
+    def lm_decoder(self) -> Decoder | None:
+        """The beam decoder when it has an LM (what a stream's final transcript uses); None otherwise."""
+        return self.decoder if self.decoder is not None and self.decoder.config.lm_path else None
+
+    def final_transcript(self, log_probs: np.ndarray, greedy: str) -> str:
+        """A finished stream's transcript: the LM beam search over its `(steps, vocab)` log-probs when this
+        server has an LM, else its greedy transcript `greedy`."""
+        decoder = self.lm_decoder
+        if decoder is None or len(log_probs) == 0:
+            return greedy
+        with self._decoder_lock:
+            return decoder.decode_utterances([log_probs])[0]  # one utterance: in this thread, no worker pool
 
     # ------------------------------------------------------------------------------------------- running
 
@@ -195,13 +226,18 @@ class Servable:
                           f"{sorted(self.signature_defs)}")
         sig = self.signature_defs[signature]
         given, expected = set(request.inputs), set(sig.inputs)
+        option = SESSION_ID if signature == STREAM_STEP else NBEST
+        if signature == STREAM_STEP and SESSION_ID in given:
+            expected = expected - {STATE}  # the server keeps the session's state
         if expected - given:
             raise invalid(f"signature {signature!r} needs the input(s) {sorted(expected - given)}; got "
                           f"{sorted(given)}")
-        if given - expected - {NBEST}:
-            raise invalid(f"unknown input(s) {sorted(given - expected - {NBEST})} for signature {signature!r}; it "
-                          f"takes {sorted(expected)} (and the option `{NBEST}`)")
+        if given - expected - {option}:
+            raise invalid(f"unknown input(s) {sorted(given - expected - {option})} for signature {signature!r}; it "
+                          f"takes {sorted(expected)} (and the option `{option}`)")
         arrays = {key: self._array(request.inputs[key], key, sig.inputs[key]) for key in expected}
+        if signature == STREAM_STEP:
+            return self._check_stream(arrays, request.inputs[SESSION_ID] if SESSION_ID in given else None)
         nbest = self._nbest(request.inputs[NBEST]) if NBEST in given else 0
         if signature == TRANSCRIBE_WAV:
             waveforms, lengths = self._decode(arrays[WAV])
@@ -232,11 +268,59 @@ class Servable:
             raise invalid(f"input `{key}` is not a readable tensor: {e}") from None
         rank = len(info.tensor_shape.dim)
         if array.ndim != rank:
-            shape = "[batch, samples]" if rank == 2 else "[batch]"
+            shape = ("[batch, state_size]" if key == STATE else "[batch, samples]") if rank == 2 else "[batch]"
             raise invalid(f"input `{key}` must have rank {rank} {shape}, got shape {list(array.shape)}")
         if array.shape[0] == 0:
             raise invalid(f"input `{key}` holds no audio (a batch of 0)")
         return array
+
+    def _check_stream(self, arrays: dict, session_proto) -> Work:
+        waveforms, lengths, final = arrays[WAVEFORMS], arrays[LENGTHS].astype(np.int32), arrays[FINAL].astype(bool)
+        rows = waveforms.shape[0]
+        state = arrays.get(STATE)
+        for key, value in ((LENGTHS, lengths), (FINAL, final)) + (((STATE, state),) if state is not None else ()):
+            if value.shape[0] != rows:
+                raise invalid(f"`{key}` has {value.shape[0]} entries for {rows} rows of `{WAVEFORMS}`; give one per "
+                              "stream")
+        if not np.all(np.isfinite(waveforms)):
+            raise invalid(f"`{WAVEFORMS}` hold NaN or Inf samples")
+        bad = np.flatnonzero((lengths < 0) | (lengths > waveforms.shape[1]))
+        if bad.size:
+            raise invalid(f"`{LENGTHS}`[{bad[0]}] = {lengths[bad[0]]} is not in [0, {waveforms.shape[1]}] (the samples "
+                          "of its row)")
+        long = np.flatnonzero(lengths > self.max_samples)
+        if long.size:
+            raise invalid(f"`{LENGTHS}`[{long[0]}]: a chunk of {lengths[long[0]] / self.sample_rate:.2f} s is over the "
+                          f"{self.seconds_limit:g} s limit of this export")
+        session = ""
+        if state is not None:
+            if state.shape[1] != self.state_size:
+                raise invalid(f"`{STATE}` must be [batch, {self.state_size}] for this model (version {self.version}), "
+                              f"got {list(state.shape)}; start a stream with zeros of that size")
+            if not np.all(np.isfinite(state)):
+                raise invalid(f"`{STATE}` holds NaN or Inf")
+        else:
+            session = self._session_id(session_proto)
+            if rows != 1:
+                raise invalid(f"a request with `{SESSION_ID}` carries one stream (batch 1), got {rows} rows")
+        longest = int(lengths.max())
+        return Work(STREAM_STEP, np.ascontiguousarray(waveforms[:, :longest], np.float32), lengths, 0,
+                    state=None if state is None else state.astype(np.float32), final=final, session=session)
+
+    @staticmethod
+    def _session_id(proto) -> str:
+        if proto.dtype != types_pb2.DT_STRING:
+            raise invalid(f"`{SESSION_ID}` must be DT_STRING, got {types_pb2.DataType.Name(proto.dtype)}")
+        value = tf.make_ndarray(proto).reshape(-1)
+        if value.size != 1:
+            raise invalid(f"`{SESSION_ID}` must be one string, got {value.size}")
+        try:
+            text = value[0].decode("utf-8")
+        except UnicodeDecodeError:
+            raise invalid(f"`{SESSION_ID}` must be UTF-8 text") from None
+        if not 1 <= len(text) <= MAX_SESSION_ID_CHARS or not text.isprintable():
+            raise invalid(f"`{SESSION_ID}` must be 1 to {MAX_SESSION_ID_CHARS} printable characters, got {text!r}")
+        return text
 
     def _nbest(self, proto) -> int:
         if self.decoder is None:
@@ -277,6 +361,21 @@ class Servable:
             i = long[0]
             raise invalid(f"`{key}`[{i}]: the audio is {lengths[i] / self.sample_rate:.2f} s long, over the "
                           f"{self.seconds_limit:g} s limit of this export")
+
+
+class StreamRunner:
+    """stream_step of one version, as a batch key: steps of different streams share a forward pass, but never
+    one with whole utterances (`Servable.run`)."""
+
+    def __init__(self, signature):
+        self._signature = signature
+
+    def run(self, waveforms: np.ndarray, lengths: np.ndarray, state: np.ndarray, final: np.ndarray
+            ) -> dict[str, np.ndarray]:
+        """stream_step on a (merged) batch of streams: `{log_probs, output_lengths, transcripts, state}`."""
+        outputs = self._signature(**{WAVEFORMS: tf.constant(waveforms), LENGTHS: tf.constant(lengths),
+                                     STATE: tf.constant(state), FINAL: tf.constant(final)})
+        return {k: v.numpy() for k, v in outputs.items()}
 
 
 OUTPUT_TIME_KEYS = (LOG_PROBS,)  # outputs with time on axis 1 (cut per request after batching)

@@ -4,7 +4,9 @@ Any TF Serving client works against it unchanged: the services and messages are 
 `tensorflow-serving-api`. A client discovers the signatures with `GetModelMetadata` and calls `Predict`:
 
     Predict            serving_default / transcribe_wav, batched with other requests (DS2 §7.1); the
-                       request option `nbest` adds the beam decoder's n-best (see `servable.NBEST`)
+                       request option `nbest` adds the beam decoder's n-best (see `servable.NBEST`);
+                       stream_step (streaming models) with the state in the request, or in a session the
+                       server keeps (`servable.SESSION_ID`), steps of concurrent streams batched together
     GetModelMetadata   the signature_def map of the served version, as TF Serving returns it
     GetModelStatus     the versions this server has loaded: the served one AVAILABLE, replaced ones END
 
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import numpy as np
 import tensorflow as tf
 from google.protobuf import any_pb2
 from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_pb2, model_service_pb2_grpc,
@@ -45,10 +48,11 @@ from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb
 
 from deepspeech2.decode import DecoderConfig
 from deepspeech2.fileio import atomic_write
-from deepspeech2_export import LOG_PROBS, OUTPUT_LENGTHS
+from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE, STREAM_STEP
 from deepspeech2_serving.batching import Batcher, BatchingConfig, BatchResult, QueueFull
-from deepspeech2_serving.servable import (NBEST_SCORES, NBEST_TRANSCRIPTS, OUTPUT_TIME_KEYS, RequestError,
-                                          Servable, invalid, tf_error_message)
+from deepspeech2_serving.servable import (NBEST_SCORES, NBEST_TRANSCRIPTS, OUTPUT_TIME_KEYS, SESSION_TRANSCRIPTS,
+                                          RequestError, Servable, Work, invalid, tf_error_message)
+from deepspeech2_serving.streaming import IDLE_SECONDS, MAX_STREAMS, SessionStore
 
 logger = logging.getLogger(__name__)
 
@@ -71,11 +75,15 @@ class ServeConfig:
     poll_seconds: float = 1.0  # how often the base path is checked for a new version; 0: never
     decoder: DecoderConfig | None = None  # beam decoder for n-best requests; None: each version's own
     grace_seconds: float = 30.0  # on SIGTERM, how long requests in flight may take to finish
+    max_streams: int = MAX_STREAMS  # streaming sessions held at once; more: RESOURCE_EXHAUSTED
+    stream_idle_seconds: float = IDLE_SECONDS  # a session unused this long is forgotten
 
     def __post_init__(self):
         if not 0 <= self.port < 65536:
             raise ValueError(f"`port` must be in [0, 65535], got {self.port!r}")
-        for name in ("max_message_bytes", "max_concurrent_requests"):
+        if not self.stream_idle_seconds > 0:
+            raise ValueError(f"`stream_idle_seconds` must be > 0, got {self.stream_idle_seconds!r}")
+        for name in ("max_message_bytes", "max_concurrent_requests", "max_streams"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)!r}")
         if self.poll_seconds < 0 or self.grace_seconds < 0:
@@ -198,11 +206,13 @@ class ModelManager:
 class Predictor:
     """Checks a request, runs it (through the batcher, or alone), decodes the n-best, builds the response."""
 
-    def __init__(self, batching: BatchingConfig | None):
+    def __init__(self, batching: BatchingConfig | None, sessions: SessionStore | None = None):
         self.batcher = None
         if batching is not None:
-            self.batcher = Batcher(batching, lambda servable, w, n: servable.run(w, n), length_key=OUTPUT_LENGTHS,
-                                   time_keys=OUTPUT_TIME_KEYS)
+            # The key is what runs the batch: a Servable (whole utterances) or its StreamRunner (stream steps).
+            self.batcher = Batcher(batching, lambda key, w, n, **extras: key.run(w, n, **extras),
+                                   length_key=OUTPUT_LENGTHS, time_keys=OUTPUT_TIME_KEYS)
+        self.sessions = sessions if sessions is not None else SessionStore()
 
     def predict(self, request: predict_pb2.PredictRequest, servable: Servable, direct: bool = False
                 ) -> tuple[predict_pb2.PredictResponse, BatchResult]:
@@ -211,11 +221,16 @@ class Predictor:
         wanted = list(request.output_filter)
         known = set(servable.signature_defs[work.signature].outputs) | ({NBEST_TRANSCRIPTS, NBEST_SCORES}
                                                                         if work.nbest else set())
+        if work.session:
+            known = (known - {STATE}) | {SESSION_TRANSCRIPTS}  # the server keeps a session's state
         if set(wanted) - known:
             raise invalid(f"unknown output(s) {sorted(set(wanted) - known)} in output_filter; the signature gives "
                           f"{sorted(known)}")
-        result = self._run(servable, work, direct)
-        outputs = dict(result.outputs)
+        if work.session:
+            result, outputs = self._session_step(servable, work, direct)
+        else:
+            result = self._run(servable, work, direct)
+            outputs = dict(result.outputs)
         if work.nbest:
             outputs[NBEST_TRANSCRIPTS], outputs[NBEST_SCORES] = servable.nbest(
                 outputs[LOG_PROBS], outputs[OUTPUT_LENGTHS], work.nbest)
@@ -227,13 +242,31 @@ class Predictor:
             response.outputs[key].CopyFrom(tf.make_tensor_proto(outputs[key]))
         return response, result
 
-    def _run(self, servable: Servable, work, direct: bool) -> BatchResult:
+    def _session_step(self, servable: Servable, work: Work, direct: bool) -> tuple[BatchResult, dict]:
+        """One step of the session `work.session`: its state in, the new state kept, its transcript out."""
+        session = self.sessions.acquire(work.session, servable)
+        try:
+            waveforms, lengths, extras = session.inputs(work.waveforms[:, :work.lengths[0]], bool(work.final[0]))
+            result = self._run(session.servable, Work(STREAM_STEP, waveforms, lengths, 0, extras[STATE],
+                                                      extras[FINAL]), direct)
+            final = bool(work.final[0])
+            session.absorb(result.outputs, int(lengths[0]), final, result.run_seconds)
+            text = session.final_text() if final else session.partial
+        finally:
+            self.sessions.release(session)
+        outputs = {k: v for k, v in result.outputs.items() if k != STATE}
+        outputs[SESSION_TRANSCRIPTS] = np.array([text.encode("utf-8")], dtype=object)
+        return result, outputs
+
+    def _run(self, servable: Servable, work: Work, direct: bool) -> BatchResult:
+        key = servable if work.signature != STREAM_STEP else servable.stream_runner
+        extras = {STATE: work.state, FINAL: work.final} if work.signature == STREAM_STEP else {}
         try:
             if self.batcher is None or direct:
                 start = time.monotonic()
-                outputs = servable.run(work.waveforms, work.lengths)
+                outputs = key.run(work.waveforms, work.lengths, **extras)
                 return BatchResult(outputs, len(work.lengths), 0.0, time.monotonic() - start)
-            return self.batcher.submit(servable, work.waveforms, work.lengths).result()
+            return self.batcher.submit(key, work.waveforms, work.lengths, extras).result()
         except QueueFull as e:
             raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e)) from None
         except tf.errors.InvalidArgumentError as e:
@@ -339,7 +372,7 @@ def start(config: ServeConfig) -> RunningServer:
     if latest_version(base) is None:
         raise FileNotFoundError(f"`model_base_path` {base} holds no version (a numbered folder with saved_model.pb); "
                                 f"write one with ds2-export --export_dir {base.parent} --model_name {base.name}")
-    predictor = Predictor(config.batching)
+    predictor = Predictor(config.batching, SessionStore(config.max_streams, config.stream_idle_seconds))
 
     def warm_up(servable: Servable) -> int:
         return servable.warm_up(lambda request, s: predictor.predict(request, s, direct=True))

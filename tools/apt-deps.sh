@@ -2,6 +2,7 @@
 # Make sure the Debian packages a target needs are installed.
 #   tools/apt-deps.sh base    # audio + corpus synthesis (make demo / make test)
 #   tools/apt-deps.sh kenlm   # compilers and libraries for lmplz/build_binary (make kenlm)
+#   tools/apt-deps.sh browser # headless Chromium and its WebDriver, for the ds2-demo browser test
 # As root it installs what is missing; otherwise it prints the exact apt-get line and exits 1.
 # DS2_APT_EXTRA="pkg ..." adds packages to require (e.g. sph2pipe for compressed WSJ audio).
 set -euo pipefail
@@ -9,13 +10,15 @@ set -euo pipefail
 base=(espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-zh)
 kenlm=(cmake g++ make libboost-program-options-dev libboost-system-dev libboost-thread-dev
        libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev libeigen3-dev)
+browser=(chromium chromium-driver)
 
 want=(${DS2_APT_EXTRA:-})
 for set in "$@"; do
   case "$set" in
     base) want+=("${base[@]}") ;;
     kenlm) want+=("${kenlm[@]}") ;;
-    *) echo "apt-deps.sh: unknown package set '$set' (expected: base, kenlm)" >&2; exit 2 ;;
+    browser) want+=("${browser[@]}") ;;
+    *) echo "apt-deps.sh: unknown package set '$set' (expected: base, kenlm, browser)" >&2; exit 2 ;;
   esac
 done
 

@@ -1,0 +1,70 @@
+r"""Live transcription in the browser: a web page streams your microphone (or a file) to a streaming model.
+
+    ds2-demo --model_dir runs/tiny-streaming/export/ds2          # an export; open http://127.0.0.1:8000/
+    ds2-demo --model_dir runs/tiny-streaming/model --port 0 --port_file /tmp/demo.port   # a bundle (exported first)
+    ds2-demo --model_dir runs/tiny-streaming/export/ds2 --lm data/tiny/lm/tiny3.bin --alpha 0.5 --beta 2
+
+Hold the button (or the space bar) while you speak: the page downsamples the microphone to 16 kHz in an
+AudioWorklet and sends 16-bit PCM over a WebSocket; partial transcripts (greedy) appear while you speak and
+the final one (with the LM, when there is one) when you release, with the latency and the real-time
+factor. A file can be uploaded instead. The model must stream (unidirectional RNNs, e.g. ds2-streaming: the
+export has a stream_step signature); the steps of all users are batched together. The final transcript uses
+the decoder the export recorded (ds2-export --lm ...) unless decoder flags are given here. Binds 127.0.0.1
+unless --host says otherwise; SIGTERM or Ctrl-C stops it.
+"""
+
+import sys
+
+from absl import flags
+
+try:
+    from . import _decoding
+except ImportError:  # python bin/ds2_demo.py
+    import _decoding
+
+flags.DEFINE_string("model_dir", None, "An export (ds2-export's EXPORT_DIR/MODEL_NAME, or one version folder) or a "
+                    "model bundle (exported to a temporary folder at start).")
+flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).")
+flags.DEFINE_integer("port", 8000, "HTTP and WebSocket port; 0 picks a free one (see --port_file).")
+flags.DEFINE_string("port_file", "", "Write the port here once serving.")
+flags.DEFINE_integer("max_streams", 32, "Users connected at once.")
+flags.DEFINE_float("max_seconds", 60.0, "Longest utterance.")
+flags.DEFINE_integer("max_batch_size", 16, "Streams per forward pass at most.")
+flags.DEFINE_integer("batch_timeout_micros", 5000, "While another batch runs, how long a batch waits for more streams.")
+_decoding.define_flags(kind="beam")
+flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
+flags.mark_flags_as_required(["model_dir"])
+FLAGS = flags.FLAGS
+DECODER_FLAGS = ("decoder", "lm", "unigrams", "beam_size", "alpha", "beta", "cutoff_prob", "cutoff_top_n",
+                 "token_min_logp", "beam_prune_logp")
+
+
+def main(argv):
+    if len(argv) > 1:
+        sys.exit(f"ds2-demo: error: unexpected arguments {argv[1:]}")
+    try:
+        from deepspeech2_serving.batching import BatchingConfig
+        from deepspeech2_serving.demo import DemoConfig, serve
+
+        # Decoder flags given here replace the decoder the export recorded (assets.extra/decoder_config.json).
+        decoder = _decoding.config(FLAGS) if any(FLAGS[name].present for name in DECODER_FLAGS) else None
+        config = DemoConfig(model_dir=FLAGS.model_dir, host=FLAGS.host, port=FLAGS.port, port_file=FLAGS.port_file,
+                            decoder=decoder, max_streams=FLAGS.max_streams, max_seconds=FLAGS.max_seconds,
+                            batching=BatchingConfig(max_batch_size=FLAGS.max_batch_size,
+                                                    batch_timeout_micros=FLAGS.batch_timeout_micros))
+        serve(config)
+    except (ValueError, FileNotFoundError) as e:
+        sys.exit(f"ds2-demo: error: {e}")
+
+
+def run():
+    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    if __package__:
+        from ._app import run as run_app
+    else:  # python bin/ds2_x.py
+        from _app import run as run_app
+    run_app(main)
+
+
+if __name__ == "__main__":
+    run()

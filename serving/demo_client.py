@@ -1,0 +1,156 @@
+"""ds2-demo-client: stream an audio file to ds2-demo's WebSocket at real-time pace and print the partials.
+
+The terminal version of the page (and of the seed's push-to-talk client): the same protocol
+(`deepspeech2_serving.demo`), the file read and resampled to the server's rate here, sent in chunks of
+`chunk_ms` every `chunk_ms / speed` milliseconds, then `stop`; the final transcript comes back with the
+server's latency and real-time factor, and the client measures its own latency from `stop` to the final.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from deepspeech2.audio import load_audio
+
+
+@dataclass(frozen=True)
+class DemoClientConfig:
+    """Where ds2-demo is, and what to send."""
+
+    server: str = "127.0.0.1:8000"  # host:port of ds2-demo, or a ws:// URL
+    file: str = ""  # the audio file (any format soundfile reads; resampled to the server's rate)
+    chunk_ms: float = 100.0  # audio per message
+    speed: float = 1.0  # 1: real time; 2: twice as fast; 0: as fast as possible
+    timeout_seconds: float = 60.0  # waiting for the server
+
+    def __post_init__(self):
+        if not self.file:
+            raise ValueError("give an audio `file` to stream")
+        if not self.chunk_ms > 0 or self.speed < 0 or not self.timeout_seconds > 0:
+            raise ValueError(f"`chunk_ms` and `timeout_seconds` must be > 0 and `speed` >= 0, got {self.chunk_ms!r}, "
+                             f"{self.timeout_seconds!r}, {self.speed!r}")
+
+    @property
+    def url(self) -> str:
+        return self.server if self.server.startswith(("ws://", "wss://")) else f"ws://{self.server}/ws"
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """One streamed file's outcome."""
+
+    text: str  # the final transcript
+    partials: list[str] = field(default_factory=list)  # each partial as it arrived
+    audio_seconds: float = 0.0
+    latency_ms: float = 0.0  # this client: stop sent -> final received
+    server_latency_ms: float = 0.0  # the server: stop received -> final sent
+    rtf: float = 0.0  # the server's compute over the audio seconds
+    decoder: str = ""
+    batch_sizes: list[int] = field(default_factory=list)  # streams in each step's forward pass (the server's)
+
+
+class DemoError(Exception):
+    """The server answered an error message: `code` and `message` as it sent them."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def stream_file(config: DemoClientConfig, on_partial: Callable[[str], None] | None = None) -> DemoResult:
+    """Stream `config.file` to ds2-demo and wait for its final transcript.
+
+    Args:
+        config: the server and the file.
+        on_partial: called with each new partial transcript as it arrives.
+
+    Raises:
+        FileNotFoundError, ValueError: the file can't be read.
+        ConnectionError: the server can't be reached or went away.
+        DemoError: the server refused the audio.
+    """
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    if not Path(config.file).is_file():
+        raise FileNotFoundError(f"`file` {config.file} does not exist")
+    try:
+        ws = connect(config.url, open_timeout=config.timeout_seconds, compression=None, max_size=4 << 20)
+    except (OSError, TimeoutError) as e:
+        raise ConnectionError(f"can't reach ds2-demo at {config.url}: {e}") from None
+    partials: list[str] = []
+    batch_sizes: list[int] = []
+    try:
+        with ws:
+            hello = _receive(ws, config.timeout_seconds)
+            if hello.get("type") == "error":
+                raise DemoError(hello.get("code", ""), hello.get("message", ""))
+            rate = int(hello["sample_rate"])
+            audio = load_audio(config.file, sample_rate=rate)
+            pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2")
+            ws.send(json.dumps({"type": "start", "sample_rate": rate, "encoding": "pcm_s16le", "source": "file"}))
+            step = max(1, int(round(rate * config.chunk_ms / 1000)))
+            start = time.monotonic()
+            for k, i in enumerate(range(0, len(pcm), step)):
+                if config.speed:  # real-time pace: chunk k goes out when its audio would have been spoken
+                    time.sleep(max(0.0, start + k * step / rate / config.speed - time.monotonic()))
+                ws.send(pcm[i:i + step].tobytes())
+                _drain(ws, partials, on_partial, batch_sizes)
+            if config.speed:  # the utterance ends when its last sample would have been spoken
+                time.sleep(max(0.0, start + len(pcm) / rate / config.speed - time.monotonic()))
+            ws.send(json.dumps({"type": "stop"}))
+            stopped = time.monotonic()
+            while True:
+                message = _receive(ws, config.timeout_seconds)
+                kind = message.get("type")
+                if kind == "partial":
+                    _partial(message, partials, on_partial, batch_sizes)
+                elif kind == "error":
+                    raise DemoError(message.get("code", ""), message.get("message", ""))
+                elif kind == "final":
+                    latency = 1000 * (time.monotonic() - stopped)
+                    batch_sizes.append(int(message.get("batch_size", 0)))
+                    return DemoResult(message["text"], partials, float(message["audio_seconds"]), latency,
+                                      float(message["latency_ms"]), float(message["rtf"]), message.get("decoder", ""),
+                                      batch_sizes)
+    except ConnectionClosed:
+        raise ConnectionError(f"ds2-demo at {config.url} closed the connection") from None
+
+
+def _receive(ws, timeout: float) -> dict:
+    try:
+        return json.loads(ws.recv(timeout=timeout))
+    except TimeoutError:
+        raise ConnectionError(f"ds2-demo sent nothing for {timeout:g} s") from None
+
+
+def _drain(ws, partials: list[str], on_partial, batch_sizes: list[int]) -> None:
+    """Take the messages that have arrived, without waiting."""
+    while True:
+        try:
+            message = json.loads(ws.recv(timeout=0))
+        except TimeoutError:
+            return
+        if message.get("type") == "partial":
+            _partial(message, partials, on_partial, batch_sizes)
+        elif message.get("type") == "error":
+            raise DemoError(message.get("code", ""), message.get("message", ""))
+
+
+def _partial(message: dict, partials: list[str], on_partial, batch_sizes: list[int]) -> None:
+    batch_sizes.append(int(message.get("batch_size", 0)))
+    text = message["text"]
+    if not partials or text != partials[-1]:
+        partials.append(text)
+        if on_partial is not None:
+            on_partial(text)
+
+
+__all__ = ["DemoClientConfig", "DemoError", "DemoResult", "stream_file"]

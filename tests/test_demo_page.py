@@ -1,0 +1,264 @@
+"""ds2-demo's page end to end in real headless Chromium (Debian's chromium and chromium-driver, driven by Selenium).
+
+The microphone is Chromium's fake capture device playing a WAV of a spoken sentence (espeak-ng, as the tiny corpus
+makes them); the page downsamples it in its AudioWorklet and streams it over the WebSocket while the button is
+held. The model is a small streaming model trained here until it transcribes that sentence (a real model whose
+answer is known: an untrained one would give noise that no test could check). The reference is the offline
+model's transcript of the whole WAV; the browser's path (the fake device's resampling, the worklet's filter)
+changes the audio slightly, so the transcripts must agree within a small CER. `make test` installs Chromium
+(`tools/apt-deps.sh browser`); elsewhere the test is skipped when it is missing.
+"""
+
+import dataclasses
+import io
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import jiwer
+import keras
+import numpy as np
+import pytest
+import soundfile as sf
+import tensorflow as tf
+
+from deepspeech2.audio import resample, save_wav
+from deepspeech2.bundle import save_bundle
+from deepspeech2.decode import greedy_decode
+from deepspeech2.features import FeatureConfig, featurize
+from deepspeech2.model import DS2_STREAMING, build_model
+from deepspeech2.model.ctc import ctc_loss
+from deepspeech2.normalizer import Normalizer
+from deepspeech2.vocab import Vocabulary
+
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER and shutil.which("espeak-ng")),
+                                reason="needs chromium, chromium-driver and espeak-ng (tools/apt-deps.sh base browser)")
+
+RATE = 16000
+SENTENCE = "open the window"
+# A ds2-streaming model shrunk to learn one sentence in a few hundred steps: time stride 2 (50 outputs/s,
+# room for CTC's blanks), two GRU-128 layers, row conv τ = 2.
+CONFIG = dataclasses.replace(DS2_STREAMING, conv_filters=(8, 8), conv_strides=((2, 2), (1, 2)), rnn_layers=2,
+                             rnn_units=128, row_conv_context=2)
+MAX_CER = 0.15  # browser path vs the offline transcript: two characters of "open the window"
+WAIT = 120  # seconds any one browser condition may take on a busy 2-core machine (a limit, not a measurement)
+
+
+def spoken(text: str) -> np.ndarray:
+    """`text` read by espeak-ng's en-us voice, at 16 kHz, peak 0.5."""
+    out = subprocess.run(["espeak-ng", "-v", "en-us", "-s", "150", "--stdout", text], capture_output=True, check=True)
+    wav, rate = sf.read(io.BytesIO(out.stdout), dtype="float32")
+    wav = resample(wav, rate, RATE)
+    return (0.5 * wav / np.abs(wav).max()).astype(np.float32)
+
+
+def silence(seconds: float) -> np.ndarray:
+    return np.zeros(int(seconds * RATE), np.float32)
+
+
+def train_on_sentence(speech: np.ndarray, folder: Path, max_steps: int = 1500) -> Path:
+    """A CONFIG bundle trained until it transcribes `speech` as SENTENCE within `MAX_CER`, the same way for copies
+    changed as a browser changes audio (low-passed, quieter, shifted, noisy, longer silences). BatchNorm runs on
+    its moving statistics throughout (training=False), so training and streaming compute the same function."""
+    clip = np.concatenate([silence(0.3), speech, silence(0.5)])
+    low = resample(resample(clip, RATE, 48000), 48000, RATE)[:len(clip)]  # as 48 kHz capture and back
+    noise = 0.003 * np.random.default_rng(0).standard_normal(len(clip)).astype(np.float32)
+    waves = [clip, low, 0.6 * clip, np.roll(clip, 1500), np.roll(low, -2000) + noise,
+             np.concatenate([silence(1.5), speech, silence(2.0)])]
+    lengths = np.array([len(w) for w in waves], np.int32)
+    batch = np.stack([np.pad(w, (0, lengths.max() - len(w))) for w in waves])
+    features = FeatureConfig()
+    raw, _ = featurize(clip[None], [len(clip)], features, None)
+    raw = raw[0].numpy()
+    normalizer = Normalizer(raw.mean(0).astype(np.float32), (raw.std(0) + 1e-3).astype(np.float32), features)
+    x, frames = featurize(batch, lengths, features, normalizer)
+    vocab = Vocabulary.english()
+    labels = np.array([vocab.encode(SENTENCE)] * len(waves), np.int32)
+    label_lengths = np.full(len(waves), labels.shape[1], np.int32)
+    keras.utils.set_random_seed(0)
+    model = build_model(CONFIG)
+    optimizer = keras.optimizers.Adam(1e-2, global_clipnorm=100)
+    ctc = tf.function(ctc_loss, jit_compile=True)  # XLA: ~3x faster CTC on CPU (see ctc_loss)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            out = model({"features": x, "feature_lengths": frames}, training=False)
+            loss = tf.reduce_mean(ctc(labels, label_lengths, out["logits"], out["output_lengths"]))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+        return tf.nn.log_softmax(out["logits"]), out["output_lengths"]
+
+    for i in range(max_steps):
+        log_probs, steps = step()
+        if i % 20 == 19:
+            texts = [vocab.decode(ids) for ids in greedy_decode(log_probs.numpy(), steps.numpy())]
+            if len(set(texts)) == 1 and jiwer.cer(SENTENCE, texts[0]) <= MAX_CER:
+                break
+    else:
+        pytest.fail(f"the model did not learn {SENTENCE!r} in {max_steps} steps: {texts}")
+    return save_bundle(folder / "model", model, CONFIG, vocab, normalizer)
+
+
+@pytest.fixture(scope="module")
+def wav_and_reference(tmp_path_factory):
+    """The fake microphone's WAV, the trained bundle, and the offline model's greedy transcript of the whole WAV.
+    The WAV starts with 4 s of silence: Chromium plays it from the moment the page asks for the microphone, and
+    the page needs a moment (seconds on a busy machine) before its AudioWorklet takes the audio."""
+    from deepspeech2.bundle import load_bundle
+
+    folder = tmp_path_factory.mktemp("page")
+    speech = spoken(SENTENCE)
+    bundle_dir = train_on_sentence(speech, folder)
+    wav = folder / "mic.wav"
+    save_wav(wav, np.concatenate([silence(4.0), speech, silence(2.5)]))
+    bundle = load_bundle(bundle_dir)
+    audio, _ = sf.read(wav, dtype="float32")
+    features, frames = featurize(audio[None], [len(audio)], bundle.feature_config, bundle.normalizer)
+    out = bundle.model({"features": features, "feature_lengths": frames}, training=False)
+    reference = Vocabulary.english().decode(greedy_decode(tf.nn.log_softmax(out["logits"]).numpy(),
+                                                          out["output_lengths"].numpy())[0])
+    assert jiwer.cer(SENTENCE, reference) <= MAX_CER  # the model knows the sentence: answers can be checked
+    return wav, bundle_dir, reference
+
+
+@pytest.fixture(scope="module")
+def demo(wav_and_reference):
+    from deepspeech2_serving.demo import DemoConfig, start
+
+    _, bundle_dir, _ = wav_and_reference
+    running = start(DemoConfig(str(bundle_dir), port=0))
+    yield running
+    running.stop()
+
+
+def chromium(wav: Path | None):
+    """Headless Chromium through chromium-driver with a fake microphone: with `wav`, it plays that file once
+    (`%noloop`) from the moment the page opens it, the permission granted; without, a beep, the permission
+    left to the test."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1000,900",
+                "--autoplay-policy=no-user-gesture-required"):
+        options.add_argument(arg)
+    options.add_argument("--use-fake-device-for-media-stream")
+    if wav is not None:
+        options.add_argument("--use-fake-ui-for-media-stream")
+        options.add_argument(f"--use-file-for-fake-audio-capture={wav}%noloop")
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    driver.set_script_timeout(WAIT)
+    return driver
+
+
+def page_state(driver) -> dict:
+    return driver.execute_script("return window.ds2Demo ? {state: ds2Demo.state, partials: ds2Demo.partials, "
+                                 "finals: ds2Demo.finals, errors: ds2Demo.errors} : null;")
+
+
+def wait_for(driver, condition, what: str) -> dict:
+    """The page's state once `condition(state)` holds (polled every 0.1 s, at most WAIT seconds)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def met(d):
+        state = page_state(d)
+        return state if condition(state) else False
+
+    try:
+        return WebDriverWait(driver, WAIT, poll_frequency=0.1).until(met)
+    except Exception:
+        raise AssertionError(f"{what}; the page: {page_state(driver)}") from None
+
+
+@pytest.fixture
+def browser(wav_and_reference):
+    driver = chromium(wav_and_reference[0])
+    yield driver
+    driver.quit()
+
+
+def test_page_loads_talks_and_transcribes_a_file(demo, browser, wav_and_reference, tmp_path):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    wav, _, reference = wav_and_reference
+    browser.get(demo.url)
+    assert browser.title == "DeepSpeech2 live demo"
+    wait_for(browser, lambda s: s and s["state"] == "ready", "the page never connected")
+    assert "final transcripts: greedy" in browser.find_element(By.ID, "model").text
+
+    # Push to talk: hold the button until the sentence is over (the partial transcript, non-empty, stayed the
+    # same over 1.5 s of audio: the WAV ends in 2.5 s of silence), then release.
+    button = browser.find_element(By.ID, "talk")
+    ActionChains(browser).click_and_hold(button).perform()
+    wait_for(browser, lambda s: s["state"] == "recording", "pressing the button did not start recording")
+
+    def sentence_over(state):
+        partials = state["partials"]
+        if not partials or not partials[-1]["text"]:
+            return False
+        first = next(p for p in partials if p["text"] == partials[-1]["text"])
+        return partials[-1]["audio_seconds"] - first["audio_seconds"] >= 1.5
+
+    state = wait_for(browser, sentence_over, "the partial transcripts never settled")
+    ActionChains(browser).release(button).perform()
+    partials = [p["text"] for p in state["partials"]]
+    state = wait_for(browser, lambda s: len(s["finals"]) == 1 and s["state"] == "ready", "no final transcript")
+    final = state["finals"][0]
+    assert jiwer.cer(reference, final["text"]) <= MAX_CER, (final, partials)
+    assert browser.find_element(By.ID, "transcript").text == final["text"]
+    assert len(set(partials)) >= 3  # the transcript grew while the button was held
+    assert all(final["greedy"].startswith(p.rstrip()) for p in partials)  # each partial: the greedy text so far
+    assert final["audio_seconds"] > 1.5 and final["rtf"] > 0 and final["client_latency_ms"] > 0
+    for cell in ("latency", "server-latency", "rtf"):  # the latency and the real-time factor are shown
+        assert browser.find_element(By.ID, cell).text not in ("", "–")
+    assert not state["errors"]
+    screenshot = tmp_path / "ds2-demo.png"
+    assert browser.save_screenshot(str(screenshot)) and screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # File upload: the same WAV through the file input.
+    browser.find_element(By.ID, "file").send_keys(str(wav))
+    state = wait_for(browser, lambda s: len(s["finals"]) == 2 and s["state"] == "ready", "the file got no transcript")
+    assert jiwer.cer(reference, state["finals"][1]["text"]) <= MAX_CER, state["finals"][1]
+    assert state["finals"][1]["audio_seconds"] == pytest.approx(len(sf.read(wav)[0]) / RATE, abs=0.05)
+
+    # An unsupported file: a clear error on the page, and the page still works.
+    bad = tmp_path / "notes.wav"
+    bad.write_bytes(b"this is not audio")
+    browser.find_element(By.ID, "file").send_keys(str(bad))
+    state = wait_for(browser, lambda s: s["errors"], "an undecodable file showed no error")
+    assert state["errors"][0]["code"] == "unsupported_audio" and "notes.wav" in state["errors"][0]["message"]
+    assert browser.find_element(By.ID, "error").is_displayed() and state["state"] == "ready"
+
+
+def test_page_shows_a_denied_microphone_and_a_server_that_went_away(wav_and_reference):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    from deepspeech2_serving.demo import DemoConfig, start
+
+    running = start(DemoConfig(str(wav_and_reference[1]), port=0))
+    driver = chromium(None)
+    try:  # the user said no to the microphone
+        driver.execute_cdp_cmd("Browser.setPermission", {"permission": {"name": "microphone"}, "setting": "denied",
+                                                        "origin": running.url.rstrip("/")})
+        driver.get(running.url)
+        wait_for(driver, lambda s: s and s["state"] == "ready", "the page never connected")
+        ActionChains(driver).click_and_hold(driver.find_element(By.ID, "talk")).release().perform()
+        state = wait_for(driver, lambda s: s["errors"], "a denied microphone showed no error")
+        assert state["errors"][0]["code"] == "mic_denied", state["errors"]
+        assert "denied" in driver.find_element(By.ID, "error").text
+        assert driver.find_element(By.ID, "error").is_displayed()
+
+        running.stop()  # the server goes away
+        running = None
+        state = wait_for(driver, lambda s: any(e["code"] == "server_gone" for e in s["errors"]),
+                         "the page did not notice the server went away")
+        assert "went away" in driver.find_element(By.ID, "error").text
+    finally:
+        driver.quit()
+        if running is not None:
+            running.stop()
