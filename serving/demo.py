@@ -14,16 +14,17 @@ The protocol (JSON text messages, audio as binary messages):
     client -> server  binary: little-endian int16 mono PCM at 16 kHz, any number of samples per message
     server -> client  {"type": "partial", "text", "audio_seconds", "batch_size"}   after each step (greedy)
     client -> server  {"type": "stop"}                                        end of the utterance
-    server -> client  {"type": "final", "text", "greedy", "audio_seconds", "latency_ms", "compute_seconds",
-                       "rtf", "decoder", "batch_size"}
+    server -> client  {"type": "final", "text", "greedy", "audio_seconds", "latency_ms", "decode_ms",
+                       "compute_seconds", "rtf", "decoder", "batch_size"}
     server -> client  {"type": "error", "code", "message"}                    codes below
 
 `latency_ms` is the server's time from `stop` to the final transcript (the browser shows its own, which adds
-the network); `batch_size` is how many streams the step's forward pass carried (Batch Dispatch); `rtf` is the compute the utterance's steps rode in (their forward passes, shared with other
-streams) over its audio seconds. Error codes: `unsupported_audio` (another sample rate or encoding, or an
-odd number of bytes), `protocol` (audio before `start`, an unknown message), `busy` (`max_streams` users),
-`too_long` (over `max_seconds`), `internal`. The page shows them, and also a denied microphone and a server
-that went away.
+the network), `decode_ms` the final decoding's share of it (the LM beam search over the utterance);
+`batch_size` is how many streams the step's forward pass carried (Batch Dispatch); `rtf` is the compute the
+utterance's steps rode in (their forward passes, shared with other streams) over its audio seconds. Error
+codes: `unsupported_audio` (another sample rate or encoding, or an odd number of bytes), `protocol` (audio
+before `start`, an unknown message), `busy` (`max_streams` users), `too_long` (over `max_seconds`),
+`internal`. The page shows them, and also a denied microphone and a server that went away.
 
 Audio arriving while a step runs waits and goes into the next step (at most `max_chunk_seconds` per step),
 so a slow machine takes bigger steps instead of falling behind.
@@ -264,10 +265,13 @@ class DemoServer:
                                      batch_size=result.batch_size)
                     continue
                 greedy = session.partial
+                decode_start = time.monotonic()
                 text = await loop.run_in_executor(None, session.final_text)  # the LM search, off the event loop
-                latency = time.monotonic() - utterance.stop_time
+                now = time.monotonic()
+                latency, decode = now - utterance.stop_time, now - decode_start
                 await self._send(ws, type="final", text=text, greedy=greedy, audio_seconds=session.audio_seconds,
-                                 latency_ms=round(1000 * latency, 1), compute_seconds=round(session.compute_seconds, 4),
+                                 latency_ms=round(1000 * latency, 1), decode_ms=round(1000 * decode, 1),
+                                 compute_seconds=round(session.compute_seconds, 4),
                                  rtf=round(session.compute_seconds / max(session.audio_seconds, 1e-9), 4),
                                  decoder=self.decoder_name, batch_size=result.batch_size)
                 return

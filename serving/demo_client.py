@@ -52,6 +52,7 @@ class DemoResult:
     server_latency_ms: float = 0.0  # the server: stop received -> final sent
     rtf: float = 0.0  # the server's compute over the audio seconds
     decoder: str = ""
+    decode_ms: float = 0.0  # the server's final decoding (its share of server_latency_ms)
     batch_sizes: list[int] = field(default_factory=list)  # streams in each step's forward pass (the server's)
 
 
@@ -119,7 +120,7 @@ def stream_file(config: DemoClientConfig, on_partial: Callable[[str], None] | No
                     batch_sizes.append(int(message.get("batch_size", 0)))
                     return DemoResult(message["text"], partials, float(message["audio_seconds"]), latency,
                                       float(message["latency_ms"]), float(message["rtf"]), message.get("decoder", ""),
-                                      batch_sizes)
+                                      float(message.get("decode_ms", 0.0)), batch_sizes)
     except ConnectionClosed:
         raise ConnectionError(f"ds2-demo at {config.url} closed the connection") from None
 
