@@ -25,23 +25,29 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 # ---------------------------------------------------------------------------------------------------
 # The main job on the tiny synthetic corpus, end to end: corpus -> vocabulary, shards, stats -> train ->
 # 3-gram LM -> alpha/beta tuned on dev -> test evaluated greedy and with the LM -> export, served over
-# gRPC (ds2-serve) and three test files transcribed by ds2-client -> a summary table and results/demo.json. Every stage is a file target, so a re-run reuses finished work (training resumes).
-#   make demo                    the full demo (DEMO_SIZE=full)
-#   make demo DEMO_SIZE=small    a ~3-minute smoke version: a few minutes of audio, the tiny model
-# Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM.
+# gRPC (ds2-serve) and three test files transcribed by ds2-client -> a summary table and results/demo.json.
+# Every stage is a file target, so a re-run reuses finished work (training resumes).
+#   make demo                    the full demo (DEMO_SIZE=full): 1.5 h of audio, 12 epochs of examples/tiny
+#   make demo DEMO_SIZE=small    a smoke version of a few minutes: 3 minutes of audio, the tiny model
+# Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
+# are flite voices), DEMO_MODEL (a preset or a model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train
+# flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
 TINY_SPEAKERS ?= 300
+TINY_FLITE_SHARE ?= 0.15
 ifeq ($(DEMO_SIZE),full)
-TINY_HOURS ?= 1.0
-DEMO_EPOCHS ?= 20
+TINY_HOURS ?= 1.5
+DEMO_MODEL ?= examples/tiny/model.json
+DEMO_EPOCHS ?= 12
 DEMO_TRAIN_FLAGS ?=
 DEMO_SUFFIX :=
 DEMO_GRID := --alpha_from 0 --alpha_to 2 --num_alphas 9 --beta_from 0 --beta_to 4 --num_betas 9
 DEMO_BEAM ?= 100
 else ifeq ($(DEMO_SIZE),small)
 TINY_HOURS ?= 0.05
+DEMO_MODEL ?= tiny
 DEMO_EPOCHS ?= 2
-DEMO_TRAIN_FLAGS ?= --model tiny --batch_size 8 --warmup_steps 10
+DEMO_TRAIN_FLAGS ?= --batch_size 8 --warmup_steps 10
 DEMO_SUFFIX := -small
 DEMO_GRID := --alpha_from 0 --alpha_to 1 --num_alphas 3 --beta_from 0 --beta_to 2 --num_betas 3
 DEMO_BEAM ?= 16
@@ -63,7 +69,8 @@ demo-data: $(foreach s,$(SPLITS),$(TINY)/shards/$(s)/index.json) $(TINY)/mean_st
 
 $(TINY)/train.jsonl: | deps
 	$(STAGE) "[1/8] tiny corpus: $(TINY_HOURS) h of English from espeak-ng and flite voices"
-	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS)
+	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS) \
+		--flite_share $(TINY_FLITE_SHARE)
 
 $(TINY)/vocab.txt: $(TINY)/train.jsonl
 	$(STAGE) "[2/8] vocabulary, validation, shards, noise and statistics"
@@ -71,7 +78,7 @@ $(TINY)/vocab.txt: $(TINY)/train.jsonl
 
 # Bad lines (e.g. speech too fast for CTC at the model's time stride) are dropped and reported, not fatal.
 $(TINY)/%.clean.jsonl: $(TINY)/vocab.txt
-	$(BIN)/ds2-prepare validate $(TINY)/$*.jsonl --vocab $< --model ds2-small --write_clean $@
+	$(BIN)/ds2-prepare validate $(TINY)/$*.jsonl --vocab $< --model $(DEMO_MODEL) --write_clean $@
 
 $(TINY)/shards/%/index.json: $(TINY)/%.clean.jsonl
 	$(BIN)/ds2-make-shards --manifest $< --vocab $(TINY)/vocab.txt --out $(TINY)/shards/$* \
@@ -83,8 +90,8 @@ $(TINY)/noise/rir.jsonl: $(TINY)/train.clean.jsonl
 $(TINY)/mean_std.npz: $(TINY)/train.clean.jsonl
 	$(BIN)/ds2-compute-stats --manifest_paths $< --feature linear --out $@
 
-# The example augmentation, pointed at this demo's noise and impulse banks.
-$(TINY)/augmentation.json: examples/augmentation.example.json $(TINY)/noise/rir.jsonl
+# The tiny recipe's augmentation, pointed at this demo's noise and impulse banks.
+$(TINY)/augmentation.json: examples/tiny/augmentation.json $(TINY)/noise/rir.jsonl
 	sed 's#data/tiny/noise/#$(TINY)/noise/#g' $< > $@.tmp && mv $@.tmp $@
 
 # Training resumes where it stopped; the stamp records that it finished DEMO_EPOCHS epochs.
@@ -92,7 +99,7 @@ $(RUN)/.trained-$(DEMO_EPOCHS): demo-data
 	$(STAGE) "[3/8] train ($(DEMO_EPOCHS) epochs; progress below, TensorBoard: tensorboard --logdir $(RUN)/tensorboard)"
 	$(BIN)/ds2-train --flagfile=examples/tiny/tiny.flags --workdir=$(RUN) --train_shards=$(TINY)/shards/train \
 		--dev_shards=$(TINY)/shards/dev --vocab=$(TINY)/vocab.txt --mean_std=$(TINY)/mean_std.npz \
-		--augmentation=$(TINY)/augmentation.json --epochs=$(DEMO_EPOCHS) $(DEMO_TRAIN_FLAGS)
+		--augmentation=$(TINY)/augmentation.json --model=$(DEMO_MODEL) --epochs=$(DEMO_EPOCHS) $(DEMO_TRAIN_FLAGS)
 	touch $@
 
 $(LM).bin: $(TINY)/train.jsonl | $(VENV)/bin/lmplz
@@ -137,7 +144,7 @@ demo-summary: $(foreach s,dev test,$(RES)/$(s)_greedy.json $(RES)/$(s)_lm.json) 
 test: deps
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
-test-slow: deps
+test-slow: deps kenlm
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 bench: deps

@@ -11,7 +11,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SECTION = "## Your first run, step by step"
 # Tiny size: the README's commands unchanged except how much they do.
-TINY = {"--hours 1": "--hours 0.03", "--epochs 8": "--epochs 1 --model tiny --batch_size 4"}
+TINY = {"--hours 1.5": "--hours 0.03", "--epochs 12": "--epochs 1 --model tiny --batch_size 4",
+        "--num_alphas 5 --num_betas 5": "--num_alphas 2 --num_betas 2 --beam_size 8"}
 
 
 def readme_blocks(section: str = SECTION) -> list[str]:
@@ -24,7 +25,8 @@ def readme_blocks(section: str = SECTION) -> list[str]:
 
 def test_first_run_section_has_its_blocks():
     blocks = readme_blocks()
-    assert len(blocks) == 3 and "source .venv/bin/activate" in blocks[0] and "ds2-train" in blocks[2]
+    assert len(blocks) == 4 and "source .venv/bin/activate" in blocks[0] and "ds2-train" in blocks[2]
+    assert "ds2-eval" in blocks[3]
     script = "\n".join(blocks)
     for old in TINY:
         assert old in script, f"the README no longer says `{old}`: update TINY"
@@ -49,3 +51,5 @@ def test_first_run_commands_run_as_written(tmp_path):
     assert (tiny / "mean_std.npz").is_file() and (tiny / "noise" / "rir.jsonl").is_file()
     assert (tmp_path / "runs" / "tiny" / "model" / "model.keras").is_file()
     assert "dev WER" in out.stdout
+    assert (tmp_path / "runs" / "tiny" / "tune.png").is_file()
+    assert re.search(r"^WER \d", out.stdout, flags=re.M) and "speaker" in out.stdout  # ds2-eval's report

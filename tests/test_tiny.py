@@ -86,6 +86,7 @@ def test_splits_are_disjoint_by_speaker_and_sentence(corpus, manifests):
     accents = {s: {sp["voice"] for sp in declared[s]} for s in tiny.SPLITS}
     assert tiny.EN_TEST_ONLY_ACCENT in accents["test"] and tiny.EN_TEST_ONLY_ACCENT not in accents["train"]
     assert {"flite-slt"} == {sp["id"] for sp in declared["test"] if sp["engine"] == "flite"}
+    assert not any(sp["engine"] == "flite" for sp in declared["dev"])
     assert len(declared["train"]) >= 40
 
 
@@ -262,7 +263,7 @@ def test_many_training_speakers_reuse_variants_with_other_accents():
     assert len({s.word_gap for s in train}) > 1
     shared = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300, flite_share=0.1))["train"]
     flite = [s for s in shared if s.engine == "flite"]
-    assert len(shared) == 300 and len(flite) == 30 and {s.voice for s in flite} == {"kal16", "awb"}
+    assert len(shared) == 300 and len(flite) == 30 and {s.voice for s in flite} == {"kal16", "awb", "rms"}
     assert max(s.pitch for s in flite) > 1.25  # up into the female range
 
 
