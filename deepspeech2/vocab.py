@@ -2,10 +2,20 @@
 
 Layout (documented contract, relied on by the model, the decoders and export):
     id 0           CTC blank (written as "<blank>" in vocab files)
-    id 1           space " " (word separator; present for English, absent for Mandarin)
-    ids 2..        the other characters, apostrophe first for English, then sorted
+    id 1           `<unk>` when the vocabulary has one (Mandarin), as in PaddleSpeech's vocabularies
+    then           space " " (word separator; present for English, absent for Mandarin)
+    then           the other characters, apostrophe first for English, then sorted by code point
 English therefore gives 29 ids: blank, space, apostrophe, a..z (DS2 §3.9 output alphabet).
 The file format is one token per line, in id order; a space is written as "<space>".
+
+Out-of-vocabulary characters. English is a closed alphabet (normalized text is `[a-z' ]`), so a character
+outside it is an error. A Mandarin vocabulary comes from the training transcripts, and dev/test text always
+holds characters training never had (about 6% of the tiny corpus' test characters with an hour of audio):
+as in PaddleSpeech, such a vocabulary has an `<unk>` id, and every character it lacks is encoded as
+`<unk>` instead of making the whole utterance unusable. `<unk>` decodes to "⁇" (`UNK_CHAR`, as
+SentencePiece writes its unknown piece): one character, which no normalized transcript holds, so it
+counts as one error in the CER. `ds2-build-vocab --count_threshold N` also sends the characters seen N
+times or fewer to `<unk>`.
 """
 
 from __future__ import annotations
@@ -21,13 +31,16 @@ from deepspeech2.text import is_cjk, normalize
 
 BLANK = "<blank>"
 BLANK_ID = 0
+UNK = "<unk>"  # the out-of-vocabulary token's name in vocab files (PaddleSpeech's)
+UNK_CHAR = "\u2047"  # "⁇": what `<unk>` decodes to; reserved, never a transcript character
 _SPACE_TOKEN = "<space>"
 ENGLISH_CHARS = " '" + "abcdefghijklmnopqrstuvwxyz"
 
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """Character vocabulary. `chars[i]` is the symbol for id i + 1 (id 0 is the blank)."""
+    """Character vocabulary. `chars[i]` is the symbol for id i + 1 (id 0 is the blank); `UNK_CHAR` among
+    them is the `<unk>` id."""
 
     chars: tuple[str, ...]
 
@@ -46,26 +59,40 @@ class Vocabulary:
         return cls(tuple(ENGLISH_CHARS))
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str], count_threshold: int = 0) -> "Vocabulary":
+    def from_texts(cls, texts: Iterable[str], count_threshold: int = 0, unk: bool | None = None) -> "Vocabulary":
         """Build from transcripts, keeping chars seen more than `count_threshold` times.
 
-        Space and apostrophe come first when present, the rest sorted by code point.
+        `<unk>` (when added) comes first, then space and apostrophe when present, the rest sorted by code
+        point.
+
+        Args:
+            texts: the (normalized) transcripts.
+            count_threshold: characters seen this many times or fewer are left out (to `<unk>`, if any).
+            unk: add the `<unk>` id; None: add it when the transcripts have no space (a character language
+                such as Mandarin, whose test text always holds unseen characters), not for English.
 
         Raises:
             ValueError: no character is kept (no transcripts, all empty, or all below the threshold): a
-                vocabulary of the blank alone can't label anything.
+                vocabulary of the blank alone can't label anything; `count_threshold` is negative; a
+                transcript holds `UNK_CHAR`.
         """
+        if isinstance(count_threshold, bool) or not isinstance(count_threshold, int) or count_threshold < 0:
+            raise ValueError(f"`count_threshold` must be an int >= 0, got {count_threshold!r}")
         counts = collections.Counter()
         n_texts = 0
         for t in texts:
             counts.update(t)
             n_texts += 1
+        if UNK_CHAR in counts:
+            raise ValueError(f"the transcripts hold {UNK_CHAR!r} (U+2047), which is reserved for `{UNK}`")
         kept = {c for c, n in counts.items() if n > count_threshold}
         if not kept:
             raise ValueError(f"no characters to build a vocabulary from: {n_texts} transcripts with "
                              f"{sum(counts.values())} characters, none seen more than `count_threshold` "
                              f"({count_threshold}) times")
-        head = [c for c in (" ", "'") if c in kept]
+        if unk is None:
+            unk = " " not in counts
+        head = ([UNK_CHAR] if unk else []) + [c for c in (" ", "'") if c in kept]
         return cls(tuple(head + sorted(kept - set(head))))
 
     @classmethod
@@ -96,9 +123,9 @@ class Vocabulary:
             raise ValueError(f"`{path}` line 1 must be {BLANK!r} (the CTC blank, id 0); got {lines[:1]!r}; {what}")
         chars = []
         for n, tok in enumerate(lines[1:], start=2):
-            tok = " " if tok == _SPACE_TOKEN else tok
+            tok = {_SPACE_TOKEN: " ", UNK: UNK_CHAR}.get(tok, tok)
             if len(tok) != 1:
-                raise ValueError(f"`{path}` line {n}: expected one character or {_SPACE_TOKEN}, got {tok!r}")
+                raise ValueError(f"`{path}` line {n}: expected one character, {_SPACE_TOKEN} or {UNK}, got {tok!r}")
             chars.append(tok)
         return cls(tuple(chars))
 
@@ -106,7 +133,7 @@ class Vocabulary:
         with atomic_write(path) as f:
             f.write(BLANK + "\n")
             for c in self.chars:
-                f.write((_SPACE_TOKEN if c == " " else c) + "\n")
+                f.write({" ": _SPACE_TOKEN, UNK_CHAR: UNK}.get(c, c) + "\n")
 
     @property
     def size(self) -> int:
@@ -120,16 +147,39 @@ class Vocabulary:
     def blank_id(self) -> int:
         return BLANK_ID
 
+    @property
+    def unk_id(self) -> int | None:
+        """The `<unk>` id, None when the vocabulary has none."""
+        return self._ids.get(UNK_CHAR)
+
+    @property
+    def spaced(self) -> bool:
+        """Whether words are separated by spaces (English); False for a character language (Mandarin), which
+        decodes with a character LM and is scored by CER."""
+        return " " in self._ids
+
     def tokens(self) -> list[str]:
-        """Symbols in id order; the blank as "" (the convention pyctcdecode expects for labels)."""
+        """What each id decodes to, in id order: the blank as "" (the convention pyctcdecode expects for
+        labels), `<unk>` as `UNK_CHAR`."""
         return [""] + list(self.chars)
 
+    def unknown(self, text: str) -> collections.Counter:
+        """The characters of `text` the vocabulary lacks, with their counts (encoded as `<unk>` when it has one)."""
+        return collections.Counter(c for c in text if c not in self._ids or c == UNK_CHAR)
+
     def oov(self, text: str) -> set[str]:
-        """Characters of `text` that the vocabulary lacks."""
-        return {c for c in text if c not in self._ids}
+        """Characters of `text` the vocabulary can't encode: those it lacks, or none when it has `<unk>`."""
+        return set() if self.unk_id is not None else set(self.unknown(text))
 
     def encode(self, text: str) -> list[int]:
-        """Text -> ids. Raises ValueError naming the unknown characters."""
+        """Text -> ids; characters the vocabulary lacks become `<unk>` (when it has one).
+
+        Raises:
+            ValueError: a character outside a vocabulary without `<unk>` (named in the message).
+        """
+        unk = self.unk_id
+        if unk is not None:
+            return [self._ids.get(c, unk) for c in text]
         try:
             return [self._ids[c] for c in text]
         except KeyError:

@@ -7,7 +7,7 @@ import pytest
 
 from deepspeech2.features import FeatureConfig
 from deepspeech2.normalizer import Normalizer
-from deepspeech2.vocab import BLANK_ID, Vocabulary, normalization_warning
+from deepspeech2.vocab import BLANK_ID, UNK_CHAR, Vocabulary, normalization_warning
 
 
 def test_english_layout():
@@ -32,7 +32,7 @@ def test_from_texts_matches_english_on_full_alphabet():
 
 def test_mandarin_chars():
     v = Vocabulary.from_texts(["我们好", "你好"])
-    assert v.size == 5 and " " not in v.chars
+    assert v.size == 6 and " " not in v.chars  # blank, <unk> and 4 characters
     assert v.decode(v.encode("你好")) == "你好"
 
 
@@ -86,12 +86,12 @@ def test_normalization_warning():
     assert normalization_warning(["abc"], ["zh"]) is not None and normalization_warning(["abc"], ["en"]) is None
 
 
-def _build_vocab(tmp_path, texts):
+def _build_vocab(tmp_path, texts, *flags):
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps({"audio_filepath": f"/x/{i}.wav", "duration": 1.0, "text": t}) + "\n"
                                 for i, t in enumerate(texts)))
     return subprocess.run([sys.executable, "bin/ds2_build_vocab.py", "--manifest_paths", str(manifest),
-                           "--out", str(tmp_path / "v.txt")], capture_output=True, text=True)
+                           "--out", str(tmp_path / "v.txt"), *flags], capture_output=True, text=True)
 
 
 def test_build_vocab_cli_warns_on_raw_text_and_refuses_nothing(tmp_path):
@@ -108,3 +108,55 @@ def test_build_vocab_cli_warns_on_raw_text_and_refuses_nothing(tmp_path):
     assert empty.returncode == 1 and not (tmp_path / "v.txt").exists()
     assert empty.stderr.strip().splitlines()[-1].startswith("ds2-build-vocab: error: ")
     assert "no utterances" in empty.stderr
+
+
+# ---------------------------------------------------------------------------------------- Mandarin, <unk>
+
+def test_mandarin_vocabulary_has_unk_first_and_maps_unseen_characters_to_it(tmp_path):
+    v = Vocabulary.from_texts(["我们好", "你好"])
+    assert v.chars[0] == UNK_CHAR and v.unk_id == 1 and not v.spaced  # PaddleSpeech: <blank> 0, <unk> 1
+    assert v.chars[1:] == tuple(sorted("我们好你"))  # then by code point
+    assert v.encode("你们好吗") == [v.encode("你")[0], v.encode("们")[0], v.encode("好")[0], 1]
+    assert v.decode(v.encode("你们好吗")) == "你们好" + UNK_CHAR  # one character: one error in the CER
+    assert v.oov("吗") == set() and v.unknown("吗吗呢好") == {"吗": 2, "呢": 1}
+    v.save(tmp_path / "vocab.txt")
+    assert (tmp_path / "vocab.txt").read_text(encoding="utf-8").split("\n")[:3] == ["<blank>", "<unk>", "们"]
+    assert Vocabulary.load(tmp_path / "vocab.txt") == v
+    # English stays the closed 29-symbol alphabet: a stray character is an error, not <unk>.
+    assert Vocabulary.english().unk_id is None and Vocabulary.from_texts(["it's a cat"]).unk_id is None
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        Vocabulary.english().encode("ça")
+
+
+def test_count_threshold_sends_rare_characters_to_unk():
+    texts = ["你好你好", "你们", "谢谢"]  # 你 3, 好 2, 们 1, 谢 2
+    v = Vocabulary.from_texts(texts, count_threshold=1)
+    assert v.chars == (UNK_CHAR, "你", "好", "谢")
+    assert v.decode(v.encode("你们好")) == "你" + UNK_CHAR + "好"
+    assert Vocabulary.from_texts(texts, count_threshold=2).chars == (UNK_CHAR, "你")
+    assert Vocabulary.from_texts(texts, unk=False).unk_id is None  # forced off: unseen text can't be encoded
+    assert Vocabulary.from_texts(["a b"], unk=True).chars[:2] == (UNK_CHAR, " ")
+    with pytest.raises(ValueError, match="`count_threshold` must be an int >= 0, got -1"):
+        Vocabulary.from_texts(texts, count_threshold=-1)
+    with pytest.raises(ValueError, match="reserved"):
+        Vocabulary.from_texts(["你" + UNK_CHAR])
+
+
+def test_six_thousand_characters_round_trip(tmp_path):
+    chars = [chr(0x4E00 + i) for i in range(6000)]  # CJK unified ideographs: 一 ...
+    v = Vocabulary.from_texts(["".join(chars)])
+    assert v.size == 6002 and v.tokens()[2] == "一"  # blank, <unk>, 6000 characters
+    v.save(tmp_path / "vocab.txt")
+    assert Vocabulary.load(tmp_path / "vocab.txt") == v
+    text = "".join(chars[::997])
+    assert v.decode(v.encode(text)) == text
+
+
+def test_build_vocab_cli_on_mandarin_counts_what_goes_to_unk(tmp_path):
+    out = _build_vocab(tmp_path, ["你好你好", "你们", "谢谢"], "--count_threshold", "1")
+    assert out.returncode == 0, out.stderr
+    assert Vocabulary.load(tmp_path / "v.txt").chars == (UNK_CHAR, "你", "好", "谢")
+    assert "1 training characters (1 distinct, each seen at most --count_threshold=1 times) are encoded as <unk>" \
+        in out.stdout
+    english = _build_vocab(tmp_path, ["it's a cat"], "--unk")
+    assert english.returncode == 0 and Vocabulary.load(tmp_path / "v.txt").unk_id == 1

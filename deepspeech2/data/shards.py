@@ -3,7 +3,8 @@
 Layout of `ds2-make-shards --out DIR --num_shards N`:
     DIR/shard-00000-of-0000N.tfrecord ...   one tf.train.Example per utterance, sorted by duration
     DIR/index.json                          counts; per record its duration, samples and CTC label steps;
-                                            the vocabulary; skipped lines and utterances with the reason
+                                            the vocabulary; characters encoded as <unk>; skipped lines
+                                            and utterances with the reason
 Each shard is written to a temp file and renamed, and the index is written last, so a crash never
 leaves a half shard that looks finished. Re-running with the same manifest, vocabulary and settings
 is a no-op (the index records a fingerprint of all three, and of the format version).
@@ -210,6 +211,7 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
     # Deal utterances round-robin (after a seeded shuffle) so shards have similar counts and durations.
     assignment = [order[i::config.num_shards] for i in range(config.num_shards)]
     shards, durations = [], []
+    unknown = collections.Counter()  # characters written as <unk> (a vocabulary with one: Mandarin)
     bar = tqdm(total=len(lines), desc=f"shards {out.name}", unit="utt", disable=not progress)
 
     def load(k):
@@ -237,6 +239,7 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
                                         "offset": u.offset, "reason": err})
                         continue
                     writer.write(result[0])
+                    unknown += vocab.unknown(lines[k][1].text)
                     count += 1
                     seconds += result[1]
                     durations.append(result[1])
@@ -261,6 +264,10 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
         # Duration percentiles 0, 5, ..., 100: the input pipeline derives its length buckets from them.
         "duration_percentiles": [round(float(q), 3) for q in np.percentile(durations or [0.0], range(0, 101, 5))],
         "vocabulary": vocab.tokens(),
+        # Transcript characters outside the vocabulary, encoded as its <unk> id (utterances whose text the
+        # vocabulary can't encode at all are skipped instead).
+        "unknown_characters": {"count": sum(unknown.values()), "distinct": len(unknown),
+                               "most_common": [[c, n] for c, n in unknown.most_common(20)]},
         # The model infeasible utterances were judged for (None: none were).
         "model": None if config.model is None else config.model.to_dict(),
         "feature_config": None if config.model is None else config.feature_config.to_dict(),
