@@ -1,13 +1,15 @@
 """Build a KenLM n-gram language model for the beam search decoder.
 
     ds2-build-lm --text_paths data/tiny/lm_text.txt --out data/tiny/lm/tiny3 --order 3
+    ds2-build-lm --text_paths data/zh/tiny/lm_text.txt --out data/zh/tiny/lm/char5 --order 5 --token char
 
 Writes <out>.arpa, <out>.bin (KenLM trie), <out>.unigrams.txt (the LM's words, which the decoder loads
 next to a binary LM) and <out>.json (this config and the corpus counts). Each line is normalized like the
 transcripts: English to [a-z' ] with numbers spelled out (lines that can't be read confidently are dropped
-and counted); Mandarin (--language zh) to characters, one LM token each. The PaddlePaddle DS2 English LM is
---order 5 --prune 0,1,1,1,1 --top_k 400000 --quantize_bits 8 --pointer_bits 22. Needs KenLM's lmplz and
-build_binary: `make kenlm`.
+and counted); Mandarin (--token char, or --language zh) to characters, one LM token each: a character LM,
+which the beam search scores character by character (its beta is then a per-character bonus). The
+PaddlePaddle DS2 English LM is --order 5 --prune 0,1,1,1,1 --top_k 400000 --quantize_bits 8
+--pointer_bits 22. Needs KenLM's lmplz and build_binary: `make kenlm`.
 """
 
 import sys
@@ -18,7 +20,10 @@ from deepspeech2.decode.lm import LMConfig, build_lm
 
 flags.DEFINE_list("text_paths", None, "Comma-separated text files, one sentence per line.")
 flags.DEFINE_string("out", None, "Output prefix: writes <out>.arpa, <out>.bin, <out>.unigrams.txt, <out>.json.")
-flags.DEFINE_enum("language", "en", ["en", "zh"], "en: word LM; zh: character LM.")
+flags.DEFINE_enum("language", None, ["en", "zh"], "en: word LM; zh: character LM. Default: zh with --token "
+                  "char, else en.")
+flags.DEFINE_enum("token", None, ["word", "char"], "What one LM token is: word (English) or char (Mandarin, "
+                  "characters space-separated). Default: by --language.")
 flags.DEFINE_integer("order", 5, "N-gram order (2-6).")
 flags.DEFINE_list("prune", [], "lmplz --prune count thresholds per order, e.g. 0,1,1 (empty: no pruning).")
 flags.DEFINE_integer("top_k", 0, "Keep the K most frequent words; others become UNKNOWNWORD. 0 keeps all.")
@@ -35,10 +40,12 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     try:
-        config = LMConfig(text_paths=tuple(FLAGS.text_paths), out=FLAGS.out, language=FLAGS.language,
-                          order=FLAGS.order, prune=tuple(_ints(FLAGS.prune)), top_k=FLAGS.top_k,
-                          binary=FLAGS.binary, quantize_bits=FLAGS.quantize_bits, pointer_bits=FLAGS.pointer_bits,
-                          keep_arpa=FLAGS.keep_arpa, memory=FLAGS.memory, normalize=FLAGS.normalize)
+        language = FLAGS.language or ("zh" if FLAGS.token == "char" else "en")
+        config = LMConfig(text_paths=tuple(FLAGS.text_paths), out=FLAGS.out, language=language,
+                          token=FLAGS.token or "", order=FLAGS.order, prune=tuple(_ints(FLAGS.prune)),
+                          top_k=FLAGS.top_k, binary=FLAGS.binary, quantize_bits=FLAGS.quantize_bits,
+                          pointer_bits=FLAGS.pointer_bits, keep_arpa=FLAGS.keep_arpa, memory=FLAGS.memory,
+                          normalize=FLAGS.normalize)
         result = build_lm(config)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         sys.exit(f"ds2-build-lm: error: {e}")

@@ -271,3 +271,53 @@ def test_config_checks():
     with pytest.raises(FileNotFoundError, match="ds2-build-lm"):
         Decoder(DecoderConfig(lm_path="/nonexistent/lm.bin"), EN)
     assert SKIP_LOGP > np.log(1e-15) and SKIP_LOGP < -30
+
+
+# --------------------------------------------------------------------------------------------- Mandarin
+
+def test_beta_is_a_per_character_bonus_for_a_character_lm(tmp_path):
+    """DS2 eq. 12's word bonus counts characters when each character is an LM token (a vocabulary without a
+    space): the same hypothesis scores exactly 3 * delta_beta higher for 3 characters, and beta 0 means no
+    bonus at all."""
+    from deepspeech2.decode.beam import BeamSearch
+
+    vocab = Vocabulary(tuple("你好号吗"))
+    (tmp_path / "zh.arpa").write_text(ARPA_ZH)
+    lp = frames([{"你": 0.99}, {"好": 0.9, "号": 0.09}, {"吗": 0.99}], vocab)
+    scores = {}
+    for beta in (0.0, 1.0, 2.5):
+        search = BeamSearch(DecoderConfig(beam_size=16, alpha=0.5, beta=beta, lm_path=str(tmp_path / "zh.arpa")), vocab)
+        (text, score), *_ = search.nbest(lp, 1)
+        assert text == "你好吗"
+        scores[beta] = score
+    assert scores[1.0] - scores[0.0] == pytest.approx(3.0, abs=1e-4)
+    assert scores[2.5] - scores[0.0] == pytest.approx(7.5, abs=1e-4)
+
+
+def test_six_thousand_character_vocabulary_decodes_with_and_without_a_character_lm(tmp_path):
+    """A 6,000-character output layer (DS2 §6.2's Mandarin scale): greedy, beam with DS2's pruning, and the LM
+    choosing between two near-equal characters; the pruning leaves a handful of the 6,002 ids per frame."""
+    chars = [chr(0x4E00 + i) for i in range(6000)]
+    vocab = Vocabulary.from_texts(["".join(chars)])
+    a, b, c, d = chars[100], chars[2000], chars[4000], chars[5999]
+    unigrams = "".join(f"-1.0\t{ch}\t-0.3\n" for ch in (a, b, c, d))
+    (tmp_path / "zh.arpa").write_text(
+        f"\\data\\\nngram 1={4 + 3}\nngram 2=2\n\n\\1-grams:\n-2.0\t<unk>\t0\n0\t<s>\t-0.3\n-1.0\t</s>\t0\n{unigrams}"
+        f"\n\\2-grams:\n-0.1\t{a} {c}\n-0.1\t{c} {d}\n\n\\end\\\n", encoding="utf-8")
+    rng = np.random.default_rng(0)
+    rows = []
+    for dist in ({a: 0.95}, {b: 0.5, c: 0.45}, {d: 0.95}):  # b is louder, the LM knows a c d
+        for _ in range(2):
+            row = rng.dirichlet(np.full(vocab.size, 0.5)) * 0.04
+            for ch, p in dist.items():
+                row[vocab.encode(ch)[0]] += p
+            rows.append(row / row.sum())
+        blank = rng.dirichlet(np.full(vocab.size, 0.5)) * 0.04
+        blank[0] += 0.96
+        rows.append(blank)
+    lp = np.log(np.array(rows)).astype(np.float32)
+    assert np.isfinite(candidate_log_probs(lp, DecoderConfig())).sum(-1).max() <= 40
+    assert Decoder(DecoderConfig(kind="greedy"), vocab).decode_utterances([lp]) == [a + b + d]
+    assert Decoder(DecoderConfig(num_workers=1), vocab).decode_utterances([lp]) == [a + b + d]
+    with_lm = DecoderConfig(lm_path=str(tmp_path / "zh.arpa"), alpha=1.0, beta=0.5, num_workers=1)
+    assert Decoder(with_lm, vocab).decode_utterances([lp]) == [a + c + d]

@@ -134,3 +134,41 @@ def test_cli(tmp_path):
     done = subprocess.run(cli + ["--text_paths", str(tmp_path / "a.txt"), "--out", str(tmp_path / "lm"),
                                  "--order", "9"], capture_output=True, text=True)
     assert done.returncode == 1 and done.stderr.strip().splitlines()[-1].startswith("ds2-build-lm: error: `order`")
+
+
+def test_token_follows_the_language_and_must_fit_it():
+    assert LMConfig(text_paths=("a.txt",), out="lm").token == "word"
+    assert LMConfig(text_paths=("a.txt",), out="lm", language="zh").token == "char"
+    assert LMConfig(text_paths=("a.txt",), out="lm", language="zh", token="char").to_dict()["token"] == "char"
+    for bad in (dict(token="char"), dict(language="zh", token="word")):  # English is a word LM, Mandarin a char LM
+        with pytest.raises(ValueError, match="`token` .* does not fit `language`"):
+            LMConfig(text_paths=("a.txt",), out="lm", **bad)
+    with pytest.raises(ValueError, match="`token` must be one of"):
+        LMConfig(text_paths=("a.txt",), out="lm", token="bpe")
+    assert corpus_line("我们 好！", "zh", token="char") == "我 们 好"
+
+
+@needs_kenlm
+def test_cli_token_char_builds_a_character_lm_that_decodes(tmp_path):
+    (tmp_path / "zh.txt").write_text("你好吗？\n我很好，谢谢。\n你好\n你好吗\n", encoding="utf-8")
+    cli = [sys.executable, str(Path(__file__).parents[1] / "bin" / "ds2_build_lm.py")]
+    done = subprocess.run(cli + ["--text_paths", str(tmp_path / "zh.txt"), "--out", str(tmp_path / "char3"),
+                                 "--order", "3", "--token", "char"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "char3.json").read_text())
+    assert (report["config"]["language"], report["config"]["token"], report["tokens"]) == ("zh", "char", 13)
+    model = kenlm.Model(str(tmp_path / "char3.bin"))
+    assert model.score("你 好 吗") > model.score("你 号 吗")  # 号 is unknown to the LM
+    # The decoder reads the binary with its character list and lets the LM pick 好 over the louder 号.
+    vocab = Vocabulary.from_texts(["你好号吗我很谢"])
+    probs = np.full((5, vocab.size), 1e-4)
+    for t, dist in enumerate([{"你": 0.99}, {}, {"号": 0.55, "好": 0.44}, {}, {"吗": 0.99}]):
+        probs[t, [vocab.encode(c)[0] for c in dist]] = list(dist.values())
+        probs[t, 0] = max(1 - probs[t].sum(), 1e-4)
+    log_probs = np.log(probs / probs.sum(-1, keepdims=True)).astype(np.float32)
+    config = DecoderConfig(lm_path=str(tmp_path / "char3.bin"), alpha=0.5, beta=0.5, beam_size=16, num_workers=1)
+    assert Decoder(config, vocab).decode_utterances([log_probs]) == ["你好吗"]
+    assert Decoder(DecoderConfig(kind="greedy"), vocab).decode_utterances([log_probs]) == ["你号吗"]
+    bad = subprocess.run(cli + ["--text_paths", str(tmp_path / "zh.txt"), "--out", str(tmp_path / "x"),
+                                "--token", "char", "--language", "en"], capture_output=True, text=True)
+    assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].startswith("ds2-build-lm: error: `token`")

@@ -7,9 +7,10 @@
   are kept and every other word becomes `UNKNOWNWORD`, as the PaddlePaddle DS2 README prepares its
   Common Crawl LM (top 400,000 words). The placeholder is upper case, so the decoder (lower case
   `[a-z' ]`) can never spell it, and it is left out of the unigram list.
-- Mandarin (a character LM, DS2 §6.2 and the PaddlePaddle README): `normalize_mandarin`, then one space
-  between characters, so every character is a token to lmplz and, through the unigram list, a "word" to
-  the decoder (see `deepspeech2.decode.beam`).
+- Mandarin (a character LM, DS2 §6.2 and the PaddlePaddle README; `token="char"`, `ds2-build-lm --token
+  char`): `normalize_mandarin`, then one space between characters, so every character is a token to lmplz
+  and, through the unigram list, a "word" to the decoder (see `deepspeech2.decode.beam`), whose β is then a
+  per-character bonus.
 
 lmplz runs with `--discount_fallback`, which small corpora need (Kneser-Ney's discounts can't be estimated
 from a few thousand sentences); on a large corpus it changes nothing. The tools are the `lmplz` and
@@ -36,6 +37,7 @@ from deepspeech2.text import normalize
 logger = logging.getLogger(__name__)
 
 LANGUAGES = ("en", "zh")
+TOKENS = ("word", "char")  # what one LM token is: a word (English) or a character (Mandarin)
 MAX_ORDER = 6  # the KENLM_MAX_ORDER `make kenlm` compiles lmplz and build_binary with
 UNKNOWN_WORD = "UNKNOWNWORD"  # the PaddlePaddle DS2 README's placeholder for words outside the top K
 ARPA_SPECIAL = ("<s>", "</s>", "<unk>")
@@ -49,6 +51,7 @@ class LMConfig:
     text_paths: tuple[str, ...]  # plain-text files, one sentence per line
     out: str  # output prefix: writes <out>.arpa, <out>.bin, <out>.unigrams.txt and <out>.json
     language: str = "en"  # "en": word LM (normalize_english); "zh": character LM (normalize_mandarin)
+    token: str = ""  # "word" or "char" (one LM token per character); "": by `language` (zh: char, en: word)
     order: int = 5  # n-gram order; 5 for the PaddlePaddle DS2 LMs, 3 for the tiny corpus
     prune: tuple[int, ...] = ()  # lmplz --prune count thresholds by order; PaddlePaddle's English LM: (0, 1, 1, 1, 1)
     top_k: int = 0  # keep the K most frequent words, the rest become UNKNOWNWORD (PaddlePaddle: 400000); 0 keeps all
@@ -70,6 +73,14 @@ class LMConfig:
             raise ValueError(f"`out` must be a file prefix such as data/tiny/lm/tiny3, got {self.out!r}")
         if self.language not in LANGUAGES:
             raise ValueError(f"`language` must be one of {LANGUAGES}, got {self.language!r}")
+        if not self.token:
+            object.__setattr__(self, "token", "char" if self.language == "zh" else "word")
+        if self.token not in TOKENS:
+            raise ValueError(f"`token` must be one of {TOKENS}, got {self.token!r}")
+        if (self.token == "char") != (self.language == "zh"):
+            # The decoder pairs a word LM with a spaced vocabulary and a character LM with an unspaced one.
+            raise ValueError(f"`token` {self.token!r} does not fit `language` {self.language!r}: English takes a "
+                             "word LM (token 'word'), Mandarin a character LM (token 'char')")
         if isinstance(self.order, bool) or not isinstance(self.order, int) or not 2 <= self.order <= MAX_ORDER:
             raise ValueError(f"`order` must be an int in [2, {MAX_ORDER}] (the order `make kenlm` compiles "
                              f"for), got {self.order!r}")
@@ -209,13 +220,14 @@ def build_lm(config: LMConfig) -> LMResult:
     return result
 
 
-def corpus_line(line: str, language: str, normalize_text: bool = True) -> str:
-    """One line of LM text as lmplz should see it: normalized, characters space-separated for "zh".
+def corpus_line(line: str, language: str, normalize_text: bool = True, token: str = "") -> str:
+    """One line of LM text as lmplz should see it: normalized, characters space-separated for a character LM
+    (`token` "char", the default for "zh").
 
     Returns "" for a line that can't be normalized confidently (or is empty).
     """
     text = normalize(line, language) if normalize_text else " ".join(line.split())
-    if language == "zh":
+    if (token or ("char" if language == "zh" else "word")) == "char":
         return " ".join(text.replace(" ", ""))
     return text
 
@@ -230,7 +242,7 @@ def _write_corpus(config: LMConfig, out: Path) -> tuple[collections.Counter, int
                     if not line.strip():
                         continue
                     read += 1
-                    text = corpus_line(line, config.language, config.normalize)
+                    text = corpus_line(line, config.language, config.normalize, config.token)
                     if not text:
                         dropped += 1
                         continue
