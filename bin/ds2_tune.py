@@ -4,7 +4,8 @@ r"""Tune the beam search's LM weight alpha and word bonus beta by a grid search 
         --alpha_from 0 --alpha_to 2.5 --num_alphas 11 --beta_from 0 --beta_to 5 --num_betas 6
 
 The model's log-probabilities are computed once and every (alpha, beta) decodes them, the points in
-parallel. Prints the error at each point and the best pair; writes them to --out_json and draws the error
+parallel. Prints the error at each point and the best pair (WER, or CER for a vocabulary without a space:
+Mandarin, whose beta is a per-character bonus); writes them to --out_json and draws the error
 surface to --out_png. A coarse first pass: --num_batches 4 tunes on a random 4 x --batch_size utterances;
 then narrow the ranges and tune on the whole set (--num_batches 0).
 """
@@ -14,7 +15,7 @@ import sys
 from absl import flags
 
 from deepspeech2.decode.beam import check_lm_files
-from deepspeech2.decode.tune import TuneConfig, plot_error_surface, save_result, tune
+from deepspeech2.decode.tune import TuneConfig, default_metric, plot_error_surface, save_result, tune
 
 try:
     from . import _decoding
@@ -32,7 +33,8 @@ flags.DEFINE_integer("num_alphas", T.num_alphas, "Alphas on the grid.")
 flags.DEFINE_float("beta_from", T.beta_from, "Smallest beta (word insertion bonus).")
 flags.DEFINE_float("beta_to", T.beta_to, "Largest beta.")
 flags.DEFINE_integer("num_betas", T.num_betas, "Betas on the grid.")
-flags.DEFINE_enum("error_rate_type", "wer", ["wer", "cer"], "wer (English) or cer (Mandarin).")
+flags.DEFINE_enum("error_rate_type", None, ["wer", "cer"], "What to minimise; default: wer for a vocabulary "
+                  "with a space (English), cer without (Mandarin).")
 flags.DEFINE_integer("num_batches", 0, "Tune on a random num_batches x batch_size utterances; 0: all.")
 flags.DEFINE_integer("batch_size", 16, "Utterances per acoustic model call.")
 flags.DEFINE_integer("num_workers", 0, "Grid points decoded at once; 0: one per CPU core.")
@@ -47,25 +49,24 @@ def main(argv):
     del argv
     try:
         grid = TuneConfig(FLAGS.alpha_from, FLAGS.alpha_to, FLAGS.num_alphas, FLAGS.beta_from, FLAGS.beta_to,
-                          FLAGS.num_betas, FLAGS.error_rate_type, FLAGS.num_workers)
+                          FLAGS.num_betas, FLAGS.error_rate_type or "auto", FLAGS.num_workers)
         decoder = _decoding.config(FLAGS)
         check_lm_files(decoder)
         from deepspeech2.inference import manifest_log_probs  # TensorFlow loads here, after the flags are checked
 
         dev = manifest_log_probs(FLAGS.model_dir, FLAGS.manifest, FLAGS.num_batches * FLAGS.batch_size,
                                  FLAGS.batch_size, FLAGS.seed)
-        result = tune(dev.log_probs, dev.references, dev.vocab, grid, decoder, on_point=_print_point)
+        metric = (FLAGS.error_rate_type or default_metric(dev.vocab)).upper()
+        result = tune(dev.log_probs, dev.references, dev.vocab, grid, decoder,
+                      on_point=lambda a, b, error: print(f"alpha {a:.4g} beta {b:.4g}: {metric} {100 * error:.2f}%",
+                                                         flush=True))
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-tune: error: {e}")
     save_result(result, FLAGS.out_json)
     plot_error_surface(result, FLAGS.out_png)
-    print(f"best: alpha {result.best_alpha:.4g} beta {result.best_beta:.4g} {grid.metric.upper()} "
+    print(f"best: alpha {result.best_alpha:.4g} beta {result.best_beta:.4g} {result.metric.upper()} "
           f"{100 * result.best_error:.2f}% on {result.num_utterances} utterances; wrote {FLAGS.out_json}, "
           f"{FLAGS.out_png}")
-
-
-def _print_point(alpha, beta, error):
-    print(f"alpha {alpha:.4g} beta {beta:.4g}: {FLAGS.error_rate_type.upper()} {100 * error:.2f}%", flush=True)
 
 
 def run():

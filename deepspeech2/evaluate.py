@@ -10,10 +10,16 @@ group of any manifest key (`speaker`, `environment` for CHiME-4, an accent...: t
 shows for VoxForge accents and CHiME noise), the decoder's settings, and the real-time factor split
 into audio loading, features + acoustic model, and decoding. Utterances whose audio can't be read are
 skipped, listed with the reason and counted in the totals.
+
+The headline metric follows the vocabulary: WER for a vocabulary with a space (English), CER for one
+without (Mandarin, DS2 §6.2: no word boundaries, so a "word" would be a character). Both are always in the
+report. Reference characters the model's vocabulary lacks (which it can only answer with `<unk>`, or not at
+all) are counted: they are errors no decoder can avoid.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import os
@@ -30,6 +36,7 @@ from deepspeech2.data.manifest import Utterance, read_manifest
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.fileio import write_json
 from deepspeech2.inference import compute_log_probs
+from deepspeech2.vocab import UNK_CHAR, Vocabulary
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +131,7 @@ def evaluate(config: EvalConfig) -> dict:
         bar.close()
     decode_seconds = time.perf_counter() - t0
 
-    spaced = " " in bundle.vocab.chars  # English separates words; Mandarin (a character vocabulary) doesn't
+    spaced = bundle.vocab.spaced  # English separates words; Mandarin (a character vocabulary) doesn't
     scored = [utterances[i] for i in ok]
     references = [" ".join(u.text.split()) for u in scored]
     per_utterance = []
@@ -144,7 +151,9 @@ def evaluate(config: EvalConfig) -> dict:
         "manifests": [str(m) for m in config.manifests],
         "decoder": config.decoder.to_dict(),
         "language_spaced": spaced,
+        "headline_metric": headline_metric(bundle.vocab),
         "totals": {**totals, "skipped": len(acoustic.skipped), "scored": len(ok)},
+        "out_of_vocabulary": out_of_vocabulary(references, hypotheses, bundle.vocab),
         "groups": {key: _groups(per_utterance, references, hypotheses, key, spaced) for key in config.group_by},
         "timing": {
             "audio_seconds": round(audio, 3),
@@ -163,24 +172,55 @@ def evaluate(config: EvalConfig) -> dict:
     return report
 
 
+def headline_metric(vocab: Vocabulary) -> str:
+    """"wer" for a vocabulary with a space (English), "cer" for one without (Mandarin)."""
+    return "wer" if vocab.spaced else "cer"
+
+
+def out_of_vocabulary(references: Sequence[str], hypotheses: Sequence[str], vocab: Vocabulary) -> dict:
+    """Reference characters `vocab` lacks, and the `<unk>`s the decoder wrote.
+
+    Returns:
+        `chars` (reference characters outside the vocabulary, spaces aside), `share` (of all reference
+        characters), `distinct`, `most_common` (up to 20 `[char, count]`), `utterances` (references with
+        at least one) and `unk_in_hypotheses` (`UNK_CHAR`s decoded).
+    """
+    counts = [vocab.unknown(r.replace(" ", "")) for r in references]
+    total = sum(counts, start=collections.Counter())
+    chars = sum(len(r.replace(" ", "")) for r in references)
+    return {"chars": sum(total.values()), "share": sum(total.values()) / chars if chars else None,
+            "distinct": len(total), "most_common": [[c, n] for c, n in total.most_common(20)],
+            "utterances": sum(1 for c in counts if c), "unk_in_hypotheses": sum(h.count(UNK_CHAR) for h in hypotheses)}
+
+
 def format_report(report: dict, examples: int = 0) -> str:
-    """The report as the text ds2-eval prints: totals, per-group tables, timing."""
+    """The report as the text ds2-eval prints: the headline metric first (CER for Mandarin), the other, the
+    characters outside the vocabulary, per-group tables, timing."""
     t, tm = report["totals"], report["timing"]
     decoder = report["decoder"]
     how = "greedy" if decoder["kind"] == "greedy" else (
         f"beam {decoder['beam_size']}" + (f", LM {Path(decoder['lm_path']).name} alpha {decoder['alpha']:g} "
                                           f"beta {decoder['beta']:g}" if decoder.get("lm_path") else ", no LM"))
+    wer_line = (f"WER {t['wer']:.2%}  ({t['word_substitutions']} sub, {t['word_deletions']} del, "
+                f"{t['word_insertions']} ins / {t['words']} words"
+                + ("; no word boundaries: characters as words)" if not report["language_spaced"] else ")"))
+    cer_line = (f"CER {t['cer']:.2%}  ({t['char_substitutions']} sub, {t['char_deletions']} del, "
+                f"{t['char_insertions']} ins / {t['chars']} chars)")
+    headline = report.get("headline_metric", "wer")
     lines = [f"{t['scored']} utterances ({tm['audio_seconds'] / 60:.1f} min of audio), {how}"
              + (f"; {t['skipped']} skipped (unreadable audio, listed in the report)" if t["skipped"] else ""),
-             f"WER {t['wer']:.2%}  ({t['word_substitutions']} sub, {t['word_deletions']} del, "
-             f"{t['word_insertions']} ins / {t['words']} words)",
-             f"CER {t['cer']:.2%}  ({t['char_substitutions']} sub, {t['char_deletions']} del, "
-             f"{t['char_insertions']} ins / {t['chars']} chars)"]
+             *([wer_line, cer_line] if headline == "wer" else [cer_line, wer_line])]
+    oov = report.get("out_of_vocabulary")
+    if oov and oov["chars"]:
+        lines.append(f"{oov['chars']} reference characters ({oov['share']:.2%}, {oov['distinct']} distinct, in "
+                     f"{oov['utterances']} utterances) are outside the vocabulary; {oov['unk_in_hypotheses']} "
+                     f"<unk> ({UNK_CHAR}) decoded")
     for key, groups in report["groups"].items():
         width = max([len(key)] + [len(g) for g in groups])
-        lines += ["", f"{key:<{width}}  {'utts':>5}  {'WER':>7}  {'CER':>7}"]
+        first, second = ("wer", "cer") if headline == "wer" else ("cer", "wer")
+        lines += ["", f"{key:<{width}}  {'utts':>5}  {first.upper():>7}  {second.upper():>7}"]
         for name, g in groups.items():
-            lines.append(f"{name:<{width}}  {g['utterances']:>5}  {g['wer']:>7.2%}  {g['cer']:>7.2%}")
+            lines.append(f"{name:<{width}}  {g['utterances']:>5}  {g[first]:>7.2%}  {g[second]:>7.2%}")
     if tm["rtf_total"] is not None:
         lines += ["", f"real-time factor {tm['rtf_total']:.4f}: audio loading {tm['load_seconds']:.1f} s, "
                       f"features + acoustic model {tm['acoustic_seconds']:.1f} s (RTF {tm['rtf_acoustic']:.4f}), "

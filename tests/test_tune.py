@@ -200,3 +200,42 @@ def test_best_point_prefers_the_middle_of_a_flat_valley():
     assert best_point(errors) == (2, 2)  # of the 8 minima, the one whose neighbourhood errs least
     assert best_point(np.array([[.5, .4], [.4, .3]])) == (1, 1)
     assert best_point(np.array([[.1, .1]])) == (0, 0)
+
+
+def test_mandarin_tunes_cer_by_default_and_each_point_matches_a_direct_decode(tmp_path):
+    """A vocabulary without a space is tuned by CER (metric "auto"), beta being a per-character bonus; every
+    grid point's error equals jiwer's CER of a Decoder run at that point alone (brute force)."""
+    import jiwer
+
+    zh = Vocabulary.from_texts(["你好号吗我很"])
+    (tmp_path / "zh.arpa").write_text(
+        "\\data\\\nngram 1=9\nngram 2=3\n\n\\1-grams:\n-2.0\t<unk>\t0\n0\t<s>\t-0.3\n-1.0\t</s>\t0\n"
+        "-1.0\t你\t-0.3\n-1.0\t好\t-0.3\n-2.5\t号\t-0.3\n-1.2\t吗\t-0.3\n-1.2\t我\t-0.3\n-1.5\t很\t-0.3\n\n"
+        "\\2-grams:\n-0.1\t你 好\n-0.2\t好 吗\n-0.3\t很 好\n\n\\end\\\n", encoding="utf-8")
+
+    def spikes(dists):
+        rows = []
+        for dist in dists:
+            row = np.full(zh.size, 1e-6)
+            for ch, p in dist.items():
+                row[zh.encode(ch)[0]] = p
+            row[0] = max(1 - row.sum(), 1e-6)
+            rows += [row, np.r_[0.999, np.full(zh.size - 1, 0.001 / (zh.size - 1))]]
+        rows = np.array(rows)
+        return np.log(rows / rows.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    refs = ["你好吗", "我很好", "你号"]
+    log_probs = [spikes([{"你": 0.99}, {"号": 0.6, "好": 0.4}, {"吗": 0.99}]),  # the LM should pull 号 -> 好
+                 spikes([{"我": 0.99}, {"很": 0.25}, {"好": 0.99}]),  # a weak 很: beta must pay for it
+                 spikes([{"你": 0.99}, {"号": 0.97, "好": 0.03}])]  # 号 is really said: too large an alpha errs
+    decoder = DecoderConfig(lm_path=str(tmp_path / "zh.arpa"), beam_size=16)
+    grid = TuneConfig(alpha_from=0, alpha_to=2, num_alphas=3, beta_from=0, beta_to=2, num_betas=3, num_workers=1)
+    result = tune(log_probs, refs, zh, grid, decoder)
+    assert result.metric == "cer"
+    for i, alpha in enumerate(result.alphas):
+        for j, beta in enumerate(result.betas):
+            config = DecoderConfig(**{**decoder.to_dict(), "alpha": alpha, "beta": beta, "num_workers": 1})
+            hyps = Decoder(config, zh).decode_utterances(log_probs)
+            assert result.errors[i][j] == pytest.approx(jiwer.cer(refs, hyps)), (alpha, beta, hyps)
+    assert result.best_error < max(max(row) for row in result.errors)  # the grid matters
+    assert TuneConfig(metric="wer").metric == "wer"

@@ -1,7 +1,8 @@
 """Tuning the beam search's LM weight alpha and word bonus beta: a 2-D grid search on a dev set.
 
 As in the PaddlePaddle DS2 `tools/tune.py`: every (alpha, beta) of an `num_alphas` x `num_betas` grid decodes
-the same dev utterances and is scored by WER (or CER); the best pair goes into the decoding config. The
+the same dev utterances and is scored by WER, or by CER for a vocabulary without a space (Mandarin, where a
+"word" is a character and beta a per-character bonus); the best pair goes into the decoding config. The
 acoustic log-probabilities are computed once by the caller and pruned once here (DS2 §7.3 does not depend
 on alpha or beta); grid points decode in parallel, one point per task in a forked process pool, the
 workers sharing the loaded LM and the pruned log-probabilities.
@@ -26,7 +27,7 @@ from deepspeech2.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
 
-METRICS = ("wer", "cer")
+METRICS = ("auto", "wer", "cer")  # auto: `default_metric` of the vocabulary
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class TuneConfig:
     beta_from: float = 0.0  # smallest word bonus
     beta_to: float = 5.0  # largest word bonus (it offsets alpha x a word's LM cost, several nats in a small LM)
     num_betas: int = 6  # grid points along beta
-    metric: str = "wer"  # "wer" for English, "cer" for Mandarin (spaces ignored for a vocabulary without one)
+    metric: str = "auto"  # "wer", "cer" (spaces ignored for a vocabulary without one), "auto": `default_metric`
     num_workers: int = 0  # processes decoding grid points at once; 0: one per CPU core
 
     def __post_init__(self):
@@ -77,7 +78,7 @@ class TuneResult:
     alphas: tuple[float, ...]  # the grid's alphas
     betas: tuple[float, ...]  # the grid's betas
     errors: tuple[tuple[float, ...], ...]  # errors[i][j]: the error rate (a fraction) at alphas[i], betas[j]
-    metric: str  # "wer" or "cer"
+    metric: str  # "wer" or "cer" (what "auto" resolved to)
     best_alpha: float  # the pair with the lowest error (ties: see `best_point`)
     best_beta: float
     best_error: float
@@ -90,6 +91,12 @@ class TuneResult:
                        for i, a in enumerate(self.alphas) for j, b in enumerate(self.betas)]
         del d["errors"]
         return d
+
+
+def default_metric(vocab: Vocabulary) -> str:
+    """The error rate to minimise for a vocabulary: WER with a space (English), else CER (Mandarin: without
+    word boundaries a "word" error is a character error, and DS2 §6.2 reports Mandarin by CER)."""
+    return "wer" if vocab.spaced else "cer"
 
 
 _state: tuple | None = None  # (search, candidates, references, metric): set before the pool forks
@@ -133,12 +140,13 @@ def tune(log_probs: Sequence[np.ndarray], references: Sequence[str], vocab: Voca
     if decoder_config.kind != "beam" or not decoder_config.lm_path:
         raise ValueError("tuning alpha and beta needs beam search with an LM: set `kind`='beam' and `lm_path` "
                          f"(got kind={decoder_config.kind!r}, lm_path={decoder_config.lm_path!r})")
+    metric = default_metric(vocab) if config.metric == "auto" else config.metric
     search = BeamSearch(decoder_config, vocab)
     candidates = [candidate_log_probs(np.asarray(lp), decoder_config) for lp in log_probs]
     points = [(i, j, float(a), float(b)) for i, a in enumerate(config.alphas) for j, b in enumerate(config.betas)]
     errors = np.full((config.num_alphas, config.num_betas), np.nan)
     workers = min(config.num_workers or cpu_count(), len(points))
-    _state = (search, candidates, list(references), config.metric)
+    _state = (search, candidates, list(references), metric)
     try:
         if workers <= 1:
             results = map(_score_point, points)
@@ -149,8 +157,8 @@ def tune(log_probs: Sequence[np.ndarray], references: Sequence[str], vocab: Voca
         try:
             for i, j, error in results:
                 errors[i, j] = error
-                logger.info("alpha %.3f beta %.3f: %s %.2f%%", config.alphas[i], config.betas[j],
-                            config.metric.upper(), 100 * error)
+                logger.info("alpha %.3f beta %.3f: %s %.2f%%", config.alphas[i], config.betas[j], metric.upper(),
+                            100 * error)
                 if on_point is not None:
                     on_point(config.alphas[i], config.betas[j], error)
         finally:
@@ -161,7 +169,7 @@ def tune(log_probs: Sequence[np.ndarray], references: Sequence[str], vocab: Voca
         search.ctc.cleanup()
     i, j = best_point(errors)
     return TuneResult(alphas=tuple(map(float, config.alphas)), betas=tuple(map(float, config.betas)),
-                      errors=tuple(tuple(map(float, row)) for row in errors), metric=config.metric,
+                      errors=tuple(tuple(map(float, row)) for row in errors), metric=metric,
                       best_alpha=float(config.alphas[i]), best_beta=float(config.betas[j]),
                       best_error=float(errors[i, j]), num_utterances=len(log_probs),
                       decoder_config=decoder_config.to_dict())
@@ -222,7 +230,7 @@ def plot_error_surface(result: TuneResult, path: str | Path) -> None:
             label=f"best: alpha {result.best_alpha:.3g}, beta {result.best_beta:.3g}, "
                   f"{result.metric.upper()} {100 * result.best_error:.2f}%")
     ax.set_xlabel("alpha (LM weight)")
-    ax.set_ylabel("beta (word insertion bonus)")
+    ax.set_ylabel("beta (word insertion bonus)" if result.metric == "wer" else "beta (bonus per character)")
     ax.set_title(f"{result.metric.upper()} over alpha x beta, {result.num_utterances} utterances, "
                  f"beam {result.decoder_config['beam_size']}")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
