@@ -41,6 +41,8 @@ flags.DEFINE_float("hours", 1.0, "tiny: hours of training audio.")
 flags.DEFINE_integer("train_speakers", 40, "tiny: training voices (beyond the espeak-ng variants, variants come "
                      "back with other accents, rates, pitches and word gaps).")
 flags.DEFINE_float("flite_share", 0.0, "tiny: at least this fraction of the training voices are flite's.")
+flags.DEFINE_integer("common_chars", 0, "tiny --language zh: only sentences made of fortunes-zh's N most "
+                     "frequent characters (0: all).")
 flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
 flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny, normalize: language.")
 flags.DEFINE_string("speech_manifest", None, "noise: speech used to make babble.")
@@ -102,7 +104,7 @@ def _prepare(command: str, args: list[str]) -> int:
         manifests = prepare_tiny(TinyCorpusConfig(out_dir=FLAGS.out, hours=FLAGS.hours, seed=FLAGS.seed,
                                                   language=FLAGS.language, num_workers=FLAGS.num_workers,
                                                   train_speakers=FLAGS.train_speakers,
-                                                  flite_share=FLAGS.flite_share))
+                                                  flite_share=FLAGS.flite_share, common_chars=FLAGS.common_chars))
     elif command == "noise":
         from deepspeech2.data.noise import prepare_noise
 

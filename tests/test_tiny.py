@@ -1,5 +1,6 @@
 """The tiny synthetic corpus: layout, audio format, disjoint splits, determinism, resuming, failures, zh."""
 
+import collections
 import json
 import re
 import shutil
@@ -187,6 +188,23 @@ def test_mandarin_corpus(tmp_path):
     lm = (out / "lm_text.txt").read_text(encoding="utf-8").splitlines()
     assert len(lm) > 10_000 and not any(h in line for h in held_out for line in lm)
     assert all(all(is_cjk(c) for c in line) for line in lm)
+
+
+def test_mandarin_corpus_of_common_characters(tmp_path):
+    """--common_chars 300: every transcript is made of fortunes-zh's 300 most frequent characters; the LM text
+    is still all of fortunes-zh but the held-out sentences."""
+    counts = collections.Counter("".join(load_sentences("zh")))
+    common = {c for c, _ in counts.most_common(300)}
+    out = tmp_path / "zh"
+    result = prepare_tiny(_config(out, language="zh", hours=0.005, dev_minutes=0.1, test_minutes=0.1,
+                                  common_chars=300))
+    texts = [u.text for utts in result.values() for u in utts]
+    assert texts and all(common.issuperset(t) for t in texts)
+    assert len((out / "lm_text.txt").read_text(encoding="utf-8").splitlines()) > 10_000
+    with pytest.raises(ValueError, match="`common_chars` .* is for Mandarin"):
+        TinyCorpusConfig(out_dir="x", common_chars=300)
+    with pytest.raises(ValueError, match="`common_chars` must be an int >= 0"):
+        TinyCorpusConfig(out_dir="x", language="zh", common_chars=-1)
 
 
 def test_sentence_extraction(tmp_path):

@@ -133,6 +133,8 @@ class TinyCorpusConfig:
     max_words: int = 15  # en: longest sentence, in words
     min_chars: int = 4  # zh: shortest sentence, in characters
     max_chars: int = 20  # zh: longest sentence, in characters
+    common_chars: int = 0  # zh: only sentences made of fortunes-zh's N most frequent characters, so that an
+    # hour of audio shows each character often enough to learn it (docs/experiments.md, Mandarin); 0: all
     train_speakers: int = 40  # speakers in train (en: 3 of them flite voices); beyond the number of training
     # variants, espeak-ng speakers reuse variants with other accents, rates, pitches and word gaps
     dev_speakers: int = 8  # unseen speakers in dev (en: espeak-ng only)
@@ -160,6 +162,11 @@ class TinyCorpusConfig:
             raise ValueError(f"need 1 <= `min_words` <= `max_words`, got {self.min_words!r} and {self.max_words!r}")
         if not 1 <= self.min_chars <= self.max_chars:
             raise ValueError(f"need 1 <= `min_chars` <= `max_chars`, got {self.min_chars!r} and {self.max_chars!r}")
+        if isinstance(self.common_chars, bool) or not isinstance(self.common_chars, int) or self.common_chars < 0:
+            raise ValueError(f"`common_chars` must be an int >= 0 (0: every character), got {self.common_chars!r}")
+        if self.common_chars and self.language != "zh":
+            raise ValueError(f"`common_chars` ({self.common_chars}) is for Mandarin (`language`='zh'), got "
+                             f"`language`={self.language!r}")
         for split in SPLITS:
             n = getattr(self, f"{split}_speakers")
             flite = len(FLITE_VOICES[split]) if self.language == "en" and self.use_flite else 0
@@ -708,6 +715,10 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
     lo, hi = (config.min_words, config.max_words) if en else (config.min_chars, config.max_chars)
     everything = load_sentences(config.language, config.fortunes_dir, None if en else config.max_chars)
     pool = [s for s in everything if lo <= (len(s.split()) if en else len(s)) <= hi]
+    if config.common_chars:
+        counts = collections.Counter("".join(everything))
+        common = {c for c, _ in counts.most_common(config.common_chars)}
+        pool = [s for s in pool if common.issuperset(s)]
     pool = [pool[i] for i in np.random.default_rng([config.seed, 0]).permutation(len(pool))]
     reserve = {s: math.ceil(getattr(config, f"{s}_minutes") * 60 / MIN_UTT_SECONDS) for s in ("dev", "test")}
     if reserve["dev"] + reserve["test"] >= len(pool):
