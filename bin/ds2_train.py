@@ -49,6 +49,8 @@ flags.DEFINE_bool("histograms", False, "Weight histograms in TensorBoard.")
 flags.DEFINE_string("init_model_path", "", "Fine-tune from this model bundle.")
 flags.DEFINE_integer("benchmark_batch_size", 0, "Benchmark: override the batch size, log every step.")
 flags.DEFINE_integer("benchmark_max_step", 0, "Benchmark: stop after this many steps.")
+flags.DEFINE_float("max_train_minutes", 0.0, "Wall-clock budget: end training after the step that uses it up, "
+                   "with a dev evaluation and bundles as at an epoch end (0 = none).")
 flags.DEFINE_integer("seed", 0, "Seed of the weight initialization, the shuffles and the augmentation.")
 flags.DEFINE_integer("verbose", 1, "0 quiet, 1 progress bar, 2 a line per logged step.")
 flags.mark_flags_as_required(["workdir", "train_shards", "vocab", "mean_std"])
@@ -70,7 +72,8 @@ def main(argv):
             mixed_precision=F.mixed_precision, jit_compile=F.jit_compile,
             checkpoint_every_steps=F.checkpoint_every_steps, log_every_steps=F.log_every_steps,
             histograms=F.histograms, init_model_path=F.init_model_path,
-            benchmark_batch_size=F.benchmark_batch_size, benchmark_max_step=F.benchmark_max_step, seed=F.seed,
+            benchmark_batch_size=F.benchmark_batch_size, benchmark_max_step=F.benchmark_max_step,
+            max_train_minutes=F.max_train_minutes, seed=F.seed,
             verbose=F.verbose)
         result = train(config)
     except (ValueError, FileNotFoundError, TypeError, json.JSONDecodeError) as e:

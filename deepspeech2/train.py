@@ -18,9 +18,11 @@ the same global batch.
 Work directory layout:
     checkpoints/   tf.train checkpoints, every `checkpoint_every_steps` and at each epoch end
     model/         the bundle of the epoch with the best dev WER (DS2 §5; the last epoch without dev data)
-    last/          the bundle of the last finished epoch (`deepspeech2.bundle`)
+    last/          the bundle of the last finished epoch, or of the step `max_train_minutes` ended on
+                   (`deepspeech2.bundle`)
     tensorboard/   train/ and dev/ event files
-    epochs.json    one record per finished epoch: mean train loss, dev WER/CER, time (what the PNG shows)
+    epochs.json    one record per finished epoch: mean train loss, dev WER/CER, time (what the PNG shows);
+                   a run stopped by `max_train_minutes` adds one for its unfinished epoch ("partial": true)
     learning_curve.png
 """
 
@@ -97,6 +99,8 @@ class TrainConfig:
     init_model_path: str = ""  # fine-tune: start from this model bundle (layers matched by name and shape)
     benchmark_batch_size: int = 0  # > 0: override the batch size and log every step
     benchmark_max_step: int = 0  # > 0: stop after this many steps
+    max_train_minutes: float = 0.0  # > 0: a wall-clock budget; the step that uses it up is the last, then dev
+    # is evaluated and the bundles saved as at an epoch end (bench/ablations.py gives each variant the same)
     seed: int = 0
     verbose: int = 1  # 0 quiet, 1 progress bar per epoch, 2 one line per logged step
 
@@ -114,6 +118,8 @@ class TrainConfig:
             raise ValueError(f"`learning_rate` must be > 0, got {self.learning_rate!r}")
         if not 0 < self.lr_decay <= 1:
             raise ValueError(f"`lr_decay` must be in (0, 1], got {self.lr_decay!r}")
+        if not self.max_train_minutes >= 0:
+            raise ValueError(f"`max_train_minutes` must be >= 0 (0 = no budget), got {self.max_train_minutes!r}")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -290,6 +296,9 @@ class Trainer:
         if config.jit_compile and self.strategy.num_replicas_in_sync > 1:
             raise ValueError("`jit_compile` compiles the model inside each replica, where the synchronized "
                              "BatchNorm's cross-replica sums can't run; use it with one device")
+        if config.max_train_minutes and isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            raise ValueError(f"`max_train_minutes`={config.max_train_minutes} needs one machine: each worker's "
+                             "clock would end its loop at a different step, and the others would wait forever")
         workdir = Path(config.workdir)
         self.workdir = workdir
         ckpt_dir = workdir / "checkpoints" if self.chief else Path(tempfile.mkdtemp(prefix="ds2-worker-ckpt-"))
@@ -425,6 +434,8 @@ class Trainer:
             print(f"{self.workdir} is already trained to epoch {int(self.epoch.numpy())} (--epochs {config.epochs}); "
                   "nothing to do")
         preempted = _Preempted()
+        self.deadline = time.perf_counter() + 60 * config.max_train_minutes if config.max_train_minutes else None
+        self.out_of_time = False
         handler = None
         if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
             handler = tf.distribute.experimental.PreemptionCheckpointHandler(self.strategy.cluster_resolver,
@@ -432,6 +443,8 @@ class Trainer:
         try:
             while int(self.epoch.numpy()) < config.epochs:
                 if self._run_epoch(int(self.epoch.numpy()), preempted, handler):
+                    if self.out_of_time:
+                        self._end_epoch(int(self.epoch.numpy()), finished=False)
                     break
                 self._end_epoch(int(self.epoch.numpy()))
         finally:
@@ -508,6 +521,14 @@ class Trainer:
                 return True
             if config.benchmark_max_step and current >= config.benchmark_max_step:
                 return True
+            if self.deadline is not None and time.perf_counter() >= self.deadline:
+                self.out_of_time = True
+                bar.update(int(self.position.numpy()), finalize=True)
+                self.epoch_seconds = time.perf_counter() - t_epoch
+                if config.verbose and chief:
+                    print(f"--max_train_minutes {config.max_train_minutes:g} used up at step {current} (epoch "
+                          f"{epoch + 1}, batch {int(self.position.numpy())})", flush=True)
+                return True
         bar.update(int(self.position.numpy()), finalize=True)  # ends the bar's line: results go on their own
         self.epoch_steps.assign(self.position)
         self.epoch_seconds = time.perf_counter() - t_epoch
@@ -523,9 +544,12 @@ class Trainer:
             print(f"epoch: {epoch + 1}, step: {step}, loss: {loss:.4f}, lr: {lr:.3e}, grad_norm: {grad_norm:.2f}, "
                   f"batch_cost: {dt:.4f} s, ips: {ips:.3f} sent./sec", flush=True)
 
-    def _end_epoch(self, epoch: int) -> None:
+    def _end_epoch(self, epoch: int, finished: bool = True) -> None:
         """Evaluate on dev, write the bundles (last/, and model/ when dev WER is the best so far), then
-        advance the epoch and checkpoint, so a restart begins the next epoch."""
+        advance the epoch and checkpoint, so a restart begins the next epoch.
+
+        An unfinished epoch (the time budget ran out) is evaluated and saved the same way, its record marked
+        "partial", but the epoch is not advanced: a restart goes on from the checkpoint's batch."""
         config, chief, step = self.config, self.chief, int(self.step.numpy())
         dev_wer = None
         if config.dev_shards:
@@ -554,15 +578,17 @@ class Trainer:
             self.epochs.append({"epoch": epoch + 1, "step": step, "train_loss": loss_sum / count if count else None,
                                 "dev_wer": dev_wer, "dev_cer": self.history["dev_cer"][-1] if dev_wer is not None
                                 else None, "seconds": round(getattr(self, "epoch_seconds", 0.0), 1),
-                                "learning_rate": learning_rate(config, step, epoch)})
+                                "learning_rate": learning_rate(config, step, epoch),
+                                **({} if finished else {"partial": True})})
             write_json(self.workdir / "epochs.json", self.epochs)
             plot_learning_curve(self.epochs, self.workdir / "learning_curve.png")
         self.epoch_loss = [0.0, 0]
         if dev_wer is not None:
             self.best_wer.assign(min(dev_wer, float(self.best_wer.numpy())))
-        self.epoch.assign_add(1)
-        self.position.assign(0)
-        self.history["epochs_completed"] = int(self.epoch.numpy())
+        if finished:
+            self.epoch.assign_add(1)
+            self.position.assign(0)
+            self.history["epochs_completed"] = int(self.epoch.numpy())
         self.manager.save(checkpoint_number=step)
 
     def _save(self, path: Path) -> None:

@@ -107,6 +107,26 @@ def test_model_is_the_best_dev_epoch_and_last_the_last(data, tmp_path, monkeypat
     assert any(not np.array_equal(a, b) for a, b in zip(last, epoch2))
 
 
+def test_time_budget_ends_after_a_step_with_bundles_and_a_partial_record(data, tmp_path):
+    run = tmp_path / "run"
+    result = train(_config(data, run, epochs=3, max_train_minutes=1e-9))  # used up by the first step
+    assert result["step"] == 1 and result["epoch"] == 0 and len(result["dev_wer"]) == 1
+    for name in ("model", "last"):
+        assert load_bundle(run / name).train_config["max_train_minutes"] == 1e-9
+    epochs = json.loads((run / "epochs.json").read_text())
+    assert len(epochs) == 1 and epochs[0]["partial"] and epochs[0]["step"] == 1
+    assert epochs[0]["dev_wer"] == result["dev_wer"][0]
+    result = train(_config(data, run, epochs=1))  # no budget: goes on from batch 1 and ends the epoch
+    assert result["step"] == 4 and result["epoch"] == 1
+    epochs = json.loads((run / "epochs.json").read_text())
+    assert [(e["epoch"], e["step"], e.get("partial", False)) for e in epochs] == [(1, 4, False)]
+
+
+def test_time_budget_is_checked():
+    with pytest.raises(ValueError, match="max_train_minutes"):
+        TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", max_train_minutes=-1)
+
+
 def test_learning_rate_warmup_and_per_epoch_anneal():
     config = TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", learning_rate=1e-3,
                          warmup_steps=4, lr_decay=0.5)
