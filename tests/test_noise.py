@@ -9,7 +9,7 @@ import scipy.signal
 from deepspeech2.audio import load_audio, save_wav
 from deepspeech2.data.augment import parse_augmentation
 from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
-from deepspeech2.data.noise import NOISE_EXPONENTS, babble, coloured_noise, prepare_noise, synth_rir
+from deepspeech2.data.noise import NOISE_EXPONENTS, babble, coloured_noise, noisy_copy, prepare_noise, synth_rir
 
 SR = 16000
 
@@ -135,3 +135,29 @@ def test_prepare_noise_without_speech(tmp_path):
     assert len(read_manifest(rir_path)) == 1
     with pytest.raises(ValueError, match="rt60_range"):
         prepare_noise(tmp_path, rt60_range=(0.9, 0.2))
+
+
+def test_noisy_copy_hits_the_drawn_snr(tmp_path):
+    rng = np.random.default_rng(0)
+    utts = []
+    for i in range(6):  # quiet "speech" (peak 0.05): no mix comes near clipping, so noisy - clean = the noise
+        wav = (0.05 * np.sin(2 * np.pi * 200 * np.arange(int(rng.uniform(0.4, 1.5) * SR)) / SR)).astype(np.float32)
+        save_wav(tmp_path / "clean" / f"{i}.wav", wav)
+        utts.append(Utterance(str(tmp_path / "clean" / f"{i}.wav"), wav.size / SR, "a b", speaker=f"s{i % 2}"))
+    speech = tmp_path / "clean" / "dev.jsonl"
+    write_manifest(speech, utts)
+    noise_path, _ = prepare_noise(tmp_path / "noise", None, n_rirs=0, n_noise=4, noise_seconds=0.7)
+    path = noisy_copy(speech, noise_path, tmp_path / "noisy", snr_db=(0.0, 10.0), seed=1)
+    noisy = read_manifest(path)
+    assert path == tmp_path / "noisy" / "dev.jsonl" and len(noisy) == len(utts)
+    snrs = [u.extra["snr_db"] for u in noisy]
+    assert all(0.0 <= s < 10.0 for s in snrs) and max(snrs) - min(snrs) > 3
+    for c, u in zip(read_manifest(speech), noisy):
+        assert (u.text, u.speaker) == (c.text, c.speaker) and u.duration == pytest.approx(c.duration)
+        x, y = load_audio(c.audio_filepath).astype(np.float64), load_audio(u.audio_filepath).astype(np.float64)
+        assert 10 * np.log10(np.sum(x**2) / np.sum((y - x) ** 2)) == pytest.approx(u.extra["snr_db"], abs=0.05)
+    # Deterministic: a rerun writes the same audio.
+    before = [load_audio(u.audio_filepath) for u in noisy]
+    noisy_copy(speech, noise_path, tmp_path / "noisy", snr_db=(0.0, 10.0), seed=1)
+    for a, u in zip(before, read_manifest(path)):
+        np.testing.assert_array_equal(a, load_audio(u.audio_filepath))

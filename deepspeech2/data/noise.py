@@ -2,6 +2,7 @@
 
 `prepare_noise` writes coloured noise, babble (from a speech manifest) and synthetic RIRs as 16-bit WAVs
 with the two manifests that `noise` and `impulse` augmentation entries read (deepspeech2/data/augment.py).
+`noisy_copy` mixes a manifest with that noise at a fixed SNR range: a noisy dev or test set.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ PEAK = 0.9  # peak amplitude of generated clips: 16-bit headroom
 RIR_TAIL_DB = 80.0  # an RIR stops where its envelope is 80 dB down, so its Schroeder curve is right to -60 dB
 DECAY_DB = 60.0  # RT60: the time for the energy to fall by 60 dB (Sabine)
 EARLY_MS = (2.0, 40.0)  # early reflections arrive within ~40 ms of the direct sound in ordinary rooms
+NOISY_SNR_DB = (0.0, 10.0)  # the noisy dev set's SNRs (bench/ablations.py; DS2 §5.2 adds noise at 0-30 dB in
+# training; 0-10 dB is the hard end of that range, where augmentation should matter)
 
 
 def synth_rir(
@@ -252,6 +255,58 @@ def prepare_noise(
     write_manifest(noise_path, entries["noise"])
     write_manifest(rir_path, entries["rir"])
     return noise_path, rir_path
+
+
+def noisy_copy(
+    manifest: str | os.PathLike,
+    noise_manifest: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    *,
+    snr_db: tuple[float, float] = NOISY_SNR_DB,
+    seed: int = 0,
+    sample_rate: int = SAMPLE_RATE,
+) -> Path:
+    """A noisy copy of `manifest`: each utterance plus a random stretch of a random clip of `noise_manifest`
+    (the bank `prepare_noise` writes) at an SNR drawn uniformly from `snr_db`.
+
+    The mixing is the `noise` augmentation's own (`NoisePerturb`: power measured over the utterance and
+    the noise stretch, a clip shorter than the utterance looped), so test noise is mixed as training noise
+    is. A mix that would clip is scaled down as a whole, which leaves the SNR as drawn. Each utterance's
+    draws depend only on `seed` and its line number, so a rerun writes the same files.
+
+    Writes `output_dir/wav/NNNNN.wav` and `output_dir/<manifest's name>`, whose lines keep their text,
+    speaker and other keys and add `snr_db`.
+
+    Returns:
+        The path of the noisy manifest.
+    """
+    import tensorflow as tf
+
+    from deepspeech2.data.augment import NoisePerturb
+    from deepspeech2.data.manifest import load_utterance
+
+    low, high = snr_db
+    if not low <= high:
+        raise ValueError(f"`snr_db` must be (low, high) with low <= high, got {snr_db!r}")
+    mixer = NoisePerturb(str(noise_manifest), low, high, sample_rate=sample_rate)
+    out = Path(output_dir)
+    noisy = []
+    for i, u in enumerate(tqdm(read_manifest(manifest), desc="noisy copy", unit="utt")):
+        wav = load_utterance(u, sample_rate)
+        draws = np.random.default_rng(_seed(seed, 6, i)).random(NoisePerturb.num_draws).astype(np.float32)
+        mixed, _ = mixer.apply(tf.constant(wav), tf.constant(wav.size), tf.constant(draws))
+        mixed = mixed.numpy()
+        peak = float(np.max(np.abs(mixed))) if mixed.size else 0.0
+        if peak > PEAK:
+            mixed *= PEAK / peak
+        path = out / "wav" / f"{i:05d}.wav"
+        save_wav(path, mixed, sample_rate)
+        extra = {**u.extra, "snr_db": round(float(low + draws[2] * (high - low)), 3)}  # NoisePerturb's SNR
+        noisy.append(Utterance(str(path.resolve()), mixed.size / sample_rate, u.text, speaker=u.speaker,
+                               language=u.language, extra=extra))
+    path = out / Path(manifest).name
+    write_manifest(path, noisy)
+    return path
 
 
 def _seed(*parts: int) -> int:
