@@ -13,9 +13,10 @@ epochs: the comparison is at equal compute time, as a user with this machine wou
 
 Then each run's last/ bundle (the model when the budget ran out; no epoch picked on dev) is scored on dev
 (`deepspeech2.evaluate`, the library behind ds2-eval): WER/CER greedy, and with the beam search and the 3-gram
-LM (--lm, default <data>/lm/tiny3.bin from `make demo`) at one fixed alpha/beta for every variant (not tuned
-per variant: the LM column compares acoustic models under one decoder). The augmentation comparison is also
-scored on a noisy copy of dev: dev mixed with <data>/noise's bank at 0-10 dB SNR (`noisy_copy`).
+LM (--lm, default <data>/lm/tiny3.bin from `make demo`) at one fixed alpha/beta for every variant, the demo's
+(results/full/tune.json) unless given: not tuned per variant, so the LM columns compare acoustic models
+under one decoder. The augmentation comparison is also scored on a noisy copy of dev: dev mixed with
+<data>/noise's bank at 0-10 dB SNR (`noisy_copy`).
 
 Reported per run: dev WER/CER, parameters, epochs and steps done, seconds per full epoch, and the training
 loss and dev CER curves (TensorBoard's loss every 10 steps and epochs.json's dev CER at each epoch end,
@@ -53,7 +54,8 @@ COMPARISONS = (
      ("nobn-nosortagrad", "nobn", "nosortagrad", BASE)),
     ("cells", "Simple clipped-ReLU RNN vs GRU at 5.5 M parameters (DS2 Table 3)", ("simple-rnn", BASE)),
     ("frontend", "Conv front end: 1 or 2 layers, 1-D or 2-D (DS2 Table 4)", ("conv1-1d", "conv2-1d", "conv1-2d", BASE)),
-    ("streaming", "Future context: unidirectional, + row conv, bidirectional (DS2 §3.5)", ("uni", "uni-rowconv", BASE)),
+    ("streaming", "Future context: unidirectional, + row conv, bidirectional (DS2 §3.5)",
+     ("uni", "uni-rowconv", BASE)),
     ("augmentation", "Augmentation: none vs the tiny recipe's, clean and noisy dev (DS2 §5.2)", ("noaug", BASE)),
 )
 NOISY = ("noaug", BASE)  # the runs also scored on the noisy dev copy
@@ -163,7 +165,7 @@ def score_run(variant, seed, run_dir: Path, args, settings, noisy_manifest: Path
 
     model_dir = str(run_dir / "last")
     decoders = {"greedy": DecoderConfig(kind="greedy")}
-    if args.lm and Path(args.lm).exists():
+    if args.lm and Path(args.lm).is_file():
         decoders["lm"] = DecoderConfig(kind="beam", beam_size=args.beam_size, alpha=args.alpha, beta=args.beta,
                                        lm_path=args.lm)
     sets = {"dev": Path(args.data) / "dev.clean.jsonl"}
@@ -176,7 +178,6 @@ def score_run(variant, seed, run_dir: Path, args, settings, noisy_manifest: Path
                                          progress=False))["totals"]
             scores[f"{name}_{kind}"] = {"wer": totals["wer"], "cer": totals["cer"]}
     epochs = json.loads((run_dir / "epochs.json").read_text(encoding="utf-8"))
-    full = [e["seconds"] for e in epochs if not e.get("partial")]
     # Minutes of training at each epoch end (epochs.json's seconds leave the dev evaluations out).
     ends = [(0, 0.0)]
     for e in epochs:
@@ -187,7 +188,7 @@ def score_run(variant, seed, run_dir: Path, args, settings, noisy_manifest: Path
         "params": load_bundle(model_dir).model.count_params(),
         "steps": epochs[-1]["step"] if epochs else 0,
         "epochs": epochs_done(epochs),
-        "seconds_per_epoch": round(sum(full) / len(full), 1) if full else None,
+        "seconds_per_epoch": seconds_per_epoch(epochs),
         "train_loss": epochs[-1]["train_loss"] if epochs else None,
         **scores,
         "cer_curve": [[round(m, 3), e["dev_cer"]] for (_, m), e in zip(ends[1:], epochs)],
@@ -204,6 +205,14 @@ def epochs_done(epochs: list[dict]) -> float | None:
         return None
     cut = epochs[-1]["step"] - full[-1]["step"] if epochs[-1].get("partial") else 0
     return round(len(full) + cut / (full[-1]["step"] / len(full)), 2)
+
+
+def seconds_per_epoch(epochs: list[dict]) -> float | None:
+    """The mean seconds of the full epochs, the first left out when there are others (it holds the
+    tf.function tracing); None before a first full epoch."""
+    full = [e["seconds"] for e in epochs if not e.get("partial")]
+    full = full[1:] if len(full) > 1 else full
+    return round(sum(full) / len(full), 1) if full else None
 
 
 def _interp(step: int, ends: list[tuple[int, float]]) -> float:
@@ -294,7 +303,7 @@ def plot(results: dict, seeds: list[int], png: Path) -> None:
     for row, (key, title, variants) in enumerate(COMPARISONS):
         cer_ax, loss_ax = axes[row]
         for i, variant in enumerate(variants):
-            colour = f"C{i}"
+            colour = "black" if variant == BASE else f"C{i}"  # the base looks the same in every row
             for j, seed in enumerate(seeds):
                 r = results.get((variant, seed))
                 if r is None:
@@ -310,6 +319,9 @@ def plot(results: dict, seeds: list[int], png: Path) -> None:
                 if r["loss_curve"]:
                     x, y = zip(*r["loss_curve"])
                     loss_ax.plot(x, y, style, color=colour, lw=1, label=label)
+        if not loss_ax.lines:
+            loss_ax.text(0.5, 0.5, "no loss logged yet (a run logs it every --log_every_steps steps)",
+                         ha="center", va="center", fontsize=8, transform=loss_ax.transAxes)
         cer_ax.set_title(title, fontsize=9, loc="left")
         cer_ax.set_ylabel("dev CER (%, greedy)")
         loss_ax.set_ylabel("train loss (CTC)")
@@ -317,6 +329,8 @@ def plot(results: dict, seeds: list[int], png: Path) -> None:
         for ax in (cer_ax, loss_ax):
             ax.set_xlabel("minutes of training")
             ax.grid(alpha=0.3)
+            right = max((max(line.get_xdata()) for line in ax.lines), default=1.0)
+            ax.set_xlim(0, 1.05 * right)  # from the start; room for the last points' markers
             if ax.lines:
                 ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
@@ -341,16 +355,19 @@ def main():
     ap.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 per variant")
     ap.add_argument("--only", default="", help="comma-separated variants to run (default: all)")
     ap.add_argument("--flags_dir", default=str(FLAGS_DIR.relative_to(REPO)))
-    ap.add_argument("--lm", default=None, help="KenLM model (default <data>/lm/tiny3.bin; missing: no LM column)")
-    ap.add_argument("--alpha", type=float, default=0.5, help="LM weight, the same for every run")
-    ap.add_argument("--beta", type=float, default=2.0, help="word bonus, the same for every run")
+    ap.add_argument("--lm", default=None, help="KenLM model (default <data>/lm/tiny3.bin; missing or \"\": no "
+                    "LM columns)")
+    ap.add_argument("--tune_json", default="results/full/tune.json", help="default --alpha/--beta: the demo's, "
+                    "tuned on dev for its 12-epoch model (ds2-tune); missing: DecoderConfig's 0.5 and 2")
+    ap.add_argument("--alpha", type=float, default=None, help="LM weight, the same for every run")
+    ap.add_argument("--beta", type=float, default=None, help="word bonus, the same for every run")
     ap.add_argument("--beam_size", type=int, default=50)
     ap.add_argument("--train_flags", nargs="*", default=[], help="more ds2-train flags for every run, e.g. "
                     "verbose=2 (without the leading --; they join the settings a finished run is checked against)")
     ap.add_argument("--list", action="store_true", help="print each variant's parent and changed flag, and exit")
     args = ap.parse_args()
-    for name in ("data", "out", "flags_dir", "lm"):
-        if getattr(args, name) is not None:
+    for name in ("data", "out", "flags_dir", "lm", "tune_json"):
+        if getattr(args, name):
             setattr(args, name, _from_repo(getattr(args, name)))
     os.chdir(REPO)  # flagfiles name paths from the repository root
 
@@ -361,20 +378,25 @@ def main():
         print(json.dumps({name: {k: d[k] for k in ("parent", "lines", "changed")} for name, d in described.items()}))
         return
     args.lm = args.lm if args.lm is not None else str(Path(args.data) / "lm" / "tiny3.bin")
+    tuned = json.loads(Path(args.tune_json).read_text()) if Path(args.tune_json).is_file() else {}
+    args.alpha = args.alpha if args.alpha is not None else tuned.get("best_alpha", 0.5)
+    args.beta = args.beta if args.beta is not None else tuned.get("best_beta", 2.0)
     only = [v for v in args.only.split(",") if v] or list(VARIANTS)
     unknown = sorted(set(only) - set(VARIANTS))
     if unknown:
         sys.exit(f"ablations: error: unknown variants {unknown}; choose from {list(VARIANTS)}")
     missing = [p for p in ("shards/train/index.json", "shards/dev/index.json", "dev.clean.jsonl", "vocab.txt",
-                           "mean_std.npz", "augmentation.json", "noise/noise.jsonl") if not (Path(args.data) / p).exists()]
+                           "mean_std.npz", "augmentation.json", "noise/noise.jsonl")
+               if not (Path(args.data) / p).exists()]
     if missing:
         sys.exit(f"ablations: error: `--data`={args.data} lacks {missing}; make it with `make demo-data` "
                  "(DEMO_SIZE=small for data/tiny-small)")
-    if not Path(args.lm).exists():
-        print(f"no LM at {args.lm} (`make demo` builds it): greedy figures only", flush=True)
+    if not (args.lm and Path(args.lm).is_file()):
+        print(f"no LM at {args.lm!r} (`make demo` builds data/tiny/lm/tiny3.bin): greedy figures only", flush=True)
     seeds = list(range(args.seeds))
     out = Path(args.out)
-    settings = {"minutes": args.minutes, "data": str(args.data), "lm": args.lm if Path(args.lm).exists() else None,
+    lm = args.lm if args.lm and Path(args.lm).is_file() else None
+    settings = {"minutes": args.minutes, "data": str(args.data), "lm": lm,
                 "alpha": args.alpha, "beta": args.beta, "beam_size": args.beam_size, "train_flags": args.train_flags}
     noisy = None
     if any(v in NOISY for v in only):

@@ -59,11 +59,15 @@ def test_run_state_resumes(tmp_path):
         ablations.run_state(run, {**settings, "minutes": 1.0})
 
 
-def test_epochs_done_counts_the_cut_epoch():
-    epochs = [{"step": 10, "seconds": 60}, {"step": 20, "seconds": 60}, {"step": 25, "seconds": 30, "partial": True}]
-    assert ablations.epochs_done(epochs) == 2.5
+def test_epochs_done_and_seconds_per_epoch():
+    epochs = [{"step": 10, "seconds": 80}, {"step": 20, "seconds": 60}, {"step": 30, "seconds": 62},
+              {"step": 35, "seconds": 30, "partial": True}]
+    assert ablations.epochs_done(epochs) == 3.5  # the cut epoch counts for its share of steps
     assert ablations.epochs_done(epochs[:2]) == 2
-    assert ablations.epochs_done([{"step": 3, "seconds": 9, "partial": True}]) is None
+    assert ablations.seconds_per_epoch(epochs) == 61.0  # the first (tracing) and the partial one left out
+    assert ablations.seconds_per_epoch(epochs[:1]) == 80.0
+    cut = [{"step": 3, "seconds": 9, "partial": True}]
+    assert ablations.epochs_done(cut) is None and ablations.seconds_per_epoch(cut) is None
 
 
 def test_a_finished_run_is_not_rerun(tmp_path):
@@ -84,7 +88,7 @@ def test_a_finished_run_is_not_rerun(tmp_path):
     (out / "base-s0").mkdir()
     (out / "base-s0" / "results.json").write_text(json.dumps(result))
     cmd = [sys.executable, str(REPO / "bench" / "ablations.py"), f"--data={data}", f"--out={out}", "--seeds=1",
-           "--only=base,noaug"]
+           "--only=base,noaug", "--alpha=0.5", "--beta=2"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert "[base s0] finished earlier" in proc.stdout
     assert "[noaug s0] ds2-train failed" in proc.stdout and proc.returncode == 1  # only noaug trained
