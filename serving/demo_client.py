@@ -106,8 +106,8 @@ def stream_file(config: DemoClientConfig, on_partial: Callable[[str], None] | No
                 _drain(ws, partials, on_partial, batch_sizes)
             if config.speed:  # the utterance ends when its last sample would have been spoken
                 time.sleep(max(0.0, start + len(pcm) / rate / config.speed - time.monotonic()))
+            stopped = time.monotonic()  # before the send: the latency includes the message's way to the server
             ws.send(json.dumps({"type": "stop"}))
-            stopped = time.monotonic()
             while True:
                 message = _receive(ws, config.timeout_seconds)
                 kind = message.get("type")
