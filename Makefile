@@ -65,7 +65,8 @@ SPLITS := train dev test
 .SECONDARY:  # keep the intermediate files of the pattern rules (clean manifests, reports)
 demo: deps demo-summary
 
-demo-data: $(foreach s,$(SPLITS),$(TINY)/shards/$(s)/index.json) $(TINY)/mean_std.npz $(TINY)/augmentation.json
+DEMO_DATA := $(foreach s,$(SPLITS),$(TINY)/shards/$(s)/index.json) $(TINY)/mean_std.npz $(TINY)/augmentation.json
+demo-data: $(DEMO_DATA)
 
 $(TINY)/train.jsonl: | deps
 	$(STAGE) "[1/8] tiny corpus: $(TINY_HOURS) h of English from espeak-ng and flite voices"
@@ -95,7 +96,8 @@ $(TINY)/augmentation.json: examples/tiny/augmentation.json $(TINY)/noise/rir.jso
 	sed 's#data/tiny/noise/#$(TINY)/noise/#g' $< > $@.tmp && mv $@.tmp $@
 
 # Training resumes where it stopped; the stamp records that it finished DEMO_EPOCHS epochs.
-$(RUN)/.trained-$(DEMO_EPOCHS): demo-data
+# (on the data's files, not the phony demo-data: a finished demo must not train again)
+$(RUN)/.trained-$(DEMO_EPOCHS): $(DEMO_DATA)
 	$(STAGE) "[3/8] train ($(DEMO_EPOCHS) epochs; progress below, TensorBoard: tensorboard --logdir $(RUN)/tensorboard)"
 	$(BIN)/ds2-train --flagfile=examples/tiny/tiny.flags --workdir=$(RUN) --train_shards=$(TINY)/shards/train \
 		--dev_shards=$(TINY)/shards/dev --vocab=$(TINY)/vocab.txt --mean_std=$(TINY)/mean_std.npz \
@@ -141,7 +143,9 @@ demo-summary: $(foreach s,dev test,$(RES)/$(s)_greedy.json $(RES)/$(s)_lm.json) 
 	$(PY) tools/demo_report.py --run $(RUN) --results $(RES) --data $(TINY) --size $(DEMO_SIZE)
 	cp $(RES)/demo.json results/demo.json
 
+# The ds2-demo page's test drives headless Chromium: the browser set of apt packages too.
 test: deps
+	@tools/apt-deps.sh browser
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-slow: deps kenlm

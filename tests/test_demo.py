@@ -27,8 +27,9 @@ def test_make_demo_small_end_to_end(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
 
     def demo():
-        return subprocess.run(["make", "demo", "DEMO_SIZE=small"], cwd=work, env=env, capture_output=True, text=True,
-                              timeout=1800)
+        # -o: never reinstall into the shared venv from the copy (that would point its editable install here).
+        return subprocess.run(["make", "-o", ".venv/.installed", "demo", "DEMO_SIZE=small"], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=1800)
 
     out = demo()
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
