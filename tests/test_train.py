@@ -4,6 +4,7 @@ bundles, resume after SIGKILL, and two real workers."""
 import dataclasses
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -370,8 +371,11 @@ def test_sigkill_mid_epoch_then_resume(data, tmp_path):
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)  # mid epoch 1 (8 steps an epoch)
     proc.wait()
-    saved = max(int(p.name[5:-6]) for p in (workdir / "checkpoints").glob("ckpt-*.index"))
-    assert 3 <= saved < 8
+    # The checkpoint the trainer committed to (the "checkpoint" state file is updated after a checkpoint's files,
+    # so a kill in between leaves the newest ckpt-N.index uncommitted, and resume rightly takes the one before).
+    state = (workdir / "checkpoints" / "checkpoint").read_text()
+    saved = int(re.search(r'^model_checkpoint_path: "ckpt-(\d+)"', state, flags=re.M).group(1))
+    assert 2 <= saved < 8
     out = subprocess.run(cmd, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert f"resumed from {workdir / 'checkpoints' / f'ckpt-{saved}'}: step {saved}, epoch 1, batch {saved}" \
