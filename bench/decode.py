@@ -14,8 +14,8 @@ For each beam size in --beam_sizes it decodes every utterance in this process, p
 reports RTF = decoding CPU seconds / audio seconds and the WER, for:
     pyctcdecode  pyctcdecode alone, with its defaults (token_min_logp -5, beam_prune_logp -10)
     collapse     the same search through deepspeech2.decode.Decoder: + exact frame collapsing (same WER)
-    ds2-prune    + DS2's 0.99 / 40 pruning
-    default      + the -3.5 token floor: DecoderConfig's defaults
+    default      + DS2's 0.99 / 40 pruning: DecoderConfig's defaults
+    floor-3.5    + a token floor of -3.5 instead of -5 (the speed knob)
 and, when flashlight-text is installed (`pip install flashlight-text`, not a dependency), as speed
 references on the same log-probabilities: its C++ LexiconDecoder with the same word LM (it can only emit
 words of the LM's vocabulary), and its LexiconFreeDecoder, which needs a character LM (built here from the
@@ -251,9 +251,9 @@ def main():
         base = DecoderConfig(beam_size=beam, alpha=args.alpha, beta=args.beta, lm_path=args.lm, num_workers=1)
         raw = Decoder(base, vocab).search.ctc
         report("pyctcdecode", beam, *_decode_timed(lambda lp: raw.decode(lp, beam_width=beam), log_probs))
-        for name, config in (("collapse", dict(cutoff_prob=1.0, token_min_logp=-5.0)),  # pyctcdecode's search
-                             ("ds2-prune", dict(token_min_logp=-5.0)),  # + DS2 0.99/40
-                             ("default", {})):  # + DS2 0.99/40 and the -3.5 floor: DecoderConfig's defaults
+        for name, config in (("collapse", dict(cutoff_prob=1.0)),  # pyctcdecode's search
+                             ("default", {}),  # + DS2 0.99/40: DecoderConfig's defaults
+                             ("floor-3.5", dict(token_min_logp=-3.5))):  # + a higher token floor
             decoder = Decoder(DecoderConfig(**{**base.to_dict(), **config}), vocab)
             report(name, beam, *_decode_timed(lambda lp: decoder.decode_utterances([lp])[0], log_probs))
         if not args.no_flashlight:

@@ -13,9 +13,10 @@ for an ARPA file pyctcdecode reads them from the file itself.
 Pruning, in the order applied to each utterance's log-probabilities before the search:
     1. DS2 §7.3: per frame, keep only the fewest tokens whose cumulative probability reaches `cutoff_prob`
        (0.99), at most `cutoff_top_n` (40) of them (`prune_log_probs`); off when `cutoff_prob` is 1.
-    2. A floor: a token under `token_min_logp` is dropped unless it is the frame's best (pyctcdecode's
-       rule; its default is -5, ours -3.5, i.e. p < 0.03, which bench/decode.py found to halve the search
-       at beam 100 at no cost in WER; with 29 characters DS2's 0.99/40 alone barely prunes more than -5).
+    2. A floor: a token under `token_min_logp` (-5, pyctcdecode's rule and default) is dropped unless it is
+       the frame's best. -3.5 (p < 0.03) halves the search at beam 100, but on the trained tiny model it
+       cost 0.6 WER points on dev (bench/decode.py: 23.3% against 23.0%), so it is a speed knob, not the
+       default. With 29 characters DS2's 0.99/40 alone barely prunes more than -5.
     3. Runs of frames where one and the same token is the only candidate collapse to their first frame.
        This is exact, not a further approximation: after such a frame every beam ends in that token, so
        the next identical frame only adds the same constant to every beam's score.
@@ -75,7 +76,7 @@ class DecoderConfig:
     beta: float = 2.0  # word insertion bonus per word (DS2 §3.8 eq. 12); tune it with ds2-tune
     cutoff_prob: float = CUTOFF_PROB  # DS2 §7.3 per-frame cumulative-probability pruning; 1.0 turns it off
     cutoff_top_n: int = CUTOFF_TOP_N  # DS2 §7.3: at most this many tokens per frame (when cutoff_prob < 1)
-    token_min_logp: float = -3.5  # skip tokens below it (except the frame's best); pyctcdecode's own default is -5
+    token_min_logp: float = -5.0  # skip tokens below it (except the frame's best), as pyctcdecode does
     beam_prune_logp: float = -10.0  # pyctcdecode: drop beams this far (nats) below the best one
     lm_path: str | None = None  # KenLM model, ARPA (.arpa) or binary; None: no LM
     unigrams_path: str | None = None  # the LM's word list; None: `<lm stem>.unigrams.txt` (needed for binary LMs)
