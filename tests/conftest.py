@@ -1,5 +1,35 @@
 import os
 
+import pytest
+
 # CPU only and quiet TF logs for every test process (and the subprocesses they start).
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+HELLO_WORLD_ARPA = """\\data\\
+ngram 1=6
+ngram 2=2
+
+\\1-grams:
+-2.0\t<unk>\t0
+0\t<s>\t-0.3
+-1.0\t</s>\t0
+-1.0\thello\t-0.3
+-1.0\tworld\t-0.3
+-1.3\tspeech\t-0.3
+
+\\2-grams:
+-0.1\t<s> hello
+-0.2\thello world
+
+\\end\\
+"""
+
+
+@pytest.fixture(scope="session")
+def hello_world_lm(tmp_path_factory):
+    """A 2-gram ARPA LM over "hello", "world" and "speech" (the export, serving and streaming tests' LM)."""
+    path = tmp_path_factory.mktemp("lm") / "hello_world.arpa"
+    path.write_text(HELLO_WORLD_ARPA)
+    return path

@@ -32,24 +32,6 @@ VENV_BIN = Path(sys.executable).parent
 EN = Vocabulary.english()
 
 # A bigram LM over a few words (log10 probabilities), for the decoder an export records.
-ARPA = """\\data\\
-ngram 1=6
-ngram 2=2
-
-\\1-grams:
--2.0\t<unk>\t0
-0\t<s>\t-0.3
--1.0\t</s>\t0
--1.0\thello\t-0.3
--1.0\tworld\t-0.3
--1.3\tspeech\t-0.3
-
-\\2-grams:
--0.1\t<s> hello
--0.2\thello world
-
-\\end\\
-"""
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +176,7 @@ def test_versions_increase_atomically_and_are_never_overwritten(exported, bundle
     assert sorted(p.name for p in base.iterdir()) == ["3", "4", "notes"]  # no temporary folder left
 
 
-def test_assets_extra_and_the_cli(exported, bundle_dir, tmp_path):
+def test_assets_extra_and_the_cli(exported, bundle_dir, tmp_path, hello_world_lm):
     extra = exported / ASSETS_EXTRA
     for name in ("vocab.txt", "model_config.json", "feature_config.json", "mean_std.npz", "train_config.json",
                  "export.json", "tf_serving_warmup_requests"):
@@ -209,16 +191,15 @@ def test_assets_extra_and_the_cli(exported, bundle_dir, tmp_path):
             for r in tf.data.TFRecordDataset(str(extra / "tf_serving_warmup_requests")).as_numpy_iterator()]
     assert [log.predict_log.request.model_spec.signature_name for log in logs] == [SERVING_DEFAULT, TRANSCRIBE_WAV]
 
-    (tmp_path / "lm.arpa").write_text(ARPA)
     out = subprocess.run([str(VENV_BIN / "ds2-export"), "--model_dir", str(bundle_dir), "--export_dir",
-                          str(tmp_path / "export"), "--model_name", "en", "--lm", str(tmp_path / "lm.arpa"),
+                          str(tmp_path / "export"), "--model_name", "en", "--lm", str(hello_world_lm),
                           "--alpha", "0.7", "--beam_size", "8"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == str(tmp_path / "export" / "en" / "1")
     extra = tmp_path / "export" / "en" / "1" / ASSETS_EXTRA
     assert sorted((extra / "unigrams.txt").read_text().split()) == ["hello", "speech", "world"]
     decoder = DecoderConfig.from_dict(json.loads((extra / "decoder_config.json").read_text()))
-    assert (decoder.lm_path, decoder.alpha, decoder.beam_size) == (str(tmp_path / "lm.arpa"), 0.7, 8)
+    assert (decoder.lm_path, decoder.alpha, decoder.beam_size) == (str(hello_world_lm), 0.7, 8)
 
     bad = subprocess.run([str(VENV_BIN / "ds2-export"), "--model_dir", str(tmp_path / "nope"), "--export_dir",
                           str(tmp_path / "export")], capture_output=True, text=True, timeout=300)

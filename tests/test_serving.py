@@ -38,37 +38,18 @@ VENV_BIN = Path(sys.executable).parent
 EN = Vocabulary.english()
 RATE = 16000
 TIMEOUT = 60  # seconds for any one RPC (they take milliseconds)
-ARPA = """\\data\\
-ngram 1=6
-ngram 2=2
-
-\\1-grams:
--2.0\t<unk>\t0
-0\t<s>\t-0.3
--1.0\t</s>\t0
--1.0\thello\t-0.3
--1.0\tworld\t-0.3
--1.3\tspeech\t-0.3
-
-\\2-grams:
--0.1\t<s> hello
--0.2\thello world
-
-\\end\\
-"""
 LM_DECODER = dict(beam_size=8, alpha=0.5, beta=1.0)
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
+def model(tmp_path_factory, hello_world_lm):
     """A tiny bundle (untrained, seeded) exported as model "ds2" version 1 (at most 4 s of audio, a beam decoder
     with an LM recorded); returns (bundle, base path)."""
     d = tmp_path_factory.mktemp("serving")
     manifest, _ = make_manifest(d, n=4)
     keras.utils.set_random_seed(0)
     bundle_dir = save_bundle(d / "model", build_model(TINY), TINY, EN, compute_mean_std([manifest], FeatureConfig()))
-    (d / "lm.arpa").write_text(ARPA)
-    decoder = DecoderConfig(lm_path=str(d / "lm.arpa"), **LM_DECODER)
+    decoder = DecoderConfig(lm_path=str(hello_world_lm), **LM_DECODER)
     export_model(ExportConfig(str(bundle_dir), str(d / "export"), max_audio_seconds=4.0, decoder=decoder))
     return load_bundle(bundle_dir), d / "export" / "ds2"
 
@@ -269,7 +250,7 @@ def test_after_bad_requests_and_oversized_messages_a_good_request_works(server, 
     assert outputs(response, "transcripts")[0].decode() == references[1][1]
 
 
-def test_nbest_from_the_beam_decoder_and_lm_the_export_recorded(server, model, clips, references):
+def test_nbest_from_the_beam_decoder_and_lm_the_export_recorded(server, model, clips, references, hello_world_lm):
     _, base = model
     response = server.predict.Predict(wav_request("ds2", wav_bytes(clips[2], RATE), nbest=3), timeout=TIMEOUT)
     texts, scores = outputs(response, "nbest_transcripts"), outputs(response, "nbest_scores")
@@ -277,7 +258,7 @@ def test_nbest_from_the_beam_decoder_and_lm_the_export_recorded(server, model, c
     assert np.all(np.diff(scores[0][np.isfinite(scores[0])]) <= 0)  # best first
     assert outputs(response, "transcripts")[0].decode() == references[2][1]  # the greedy output is still there
     extra = base / "1" / ASSETS_EXTRA
-    config = DecoderConfig(lm_path=str(base.parent.parent / "lm.arpa"), unigrams_path=str(extra / "unigrams.txt"),
+    config = DecoderConfig(lm_path=str(hello_world_lm), unigrams_path=str(extra / "unigrams.txt"),
                            num_workers=1, **LM_DECODER)
     assert texts[0, 0].decode() == Decoder(config, EN).decode_utterances([references[2][0]])[0]
 

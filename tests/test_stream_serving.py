@@ -40,29 +40,11 @@ EN = Vocabulary.english()
 RATE = 16000
 TIMEOUT = 60
 CONFIG = dataclasses.replace(DS2_STREAMING, conv_filters=(4, 4), rnn_layers=2, rnn_units=16)
-ARPA = """\\data\\
-ngram 1=6
-ngram 2=2
-
-\\1-grams:
--2.0\t<unk>\t0
-0\t<s>\t-0.3
--1.0\t</s>\t0
--1.0\thello\t-0.3
--1.0\tworld\t-0.3
--1.3\tspeech\t-0.3
-
-\\2-grams:
--0.1\t<s> hello
--0.2\thello world
-
-\\end\\
-"""
 LM_DECODER = dict(beam_size=8, alpha=0.5, beta=1.0)
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
+def model(tmp_path_factory, hello_world_lm):
     """A small ds2-streaming bundle (untrained, seeded) exported as "ds2" version 1 with an LM beam decoder
     recorded; returns (bundle, bundle folder, version folder, LM decoder config)."""
     d = tmp_path_factory.mktemp("streaming")
@@ -70,8 +52,7 @@ def model(tmp_path_factory):
     keras.utils.set_random_seed(0)
     bundle_dir = save_bundle(d / "model", build_model(CONFIG), CONFIG, EN,
                              compute_mean_std([manifest], FeatureConfig()))
-    (d / "lm.arpa").write_text(ARPA)
-    decoder = DecoderConfig(lm_path=str(d / "lm.arpa"), **LM_DECODER)
+    decoder = DecoderConfig(lm_path=str(hello_world_lm), **LM_DECODER)
     version = export_model(ExportConfig(str(bundle_dir), str(d / "export"), max_audio_seconds=4.0, decoder=decoder))
     return load_bundle(bundle_dir), bundle_dir, version, decoder
 
