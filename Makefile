@@ -63,7 +63,12 @@ SPLITS := train dev test
 
 .PHONY: demo demo-data demo-summary
 .SECONDARY:  # keep the intermediate files of the pattern rules (clean manifests, reports)
+# `make demo LANG=zh`: the same stages in Mandarin, results/demo_zh.json (examples/tiny_zh/demo.mk).
+ifeq ($(LANG),zh)
+include examples/tiny_zh/demo.mk
+else
 demo: deps demo-summary
+endif
 
 DEMO_DATA := $(foreach s,$(SPLITS),$(TINY)/shards/$(s)/index.json) $(TINY)/mean_std.npz $(TINY)/augmentation.json
 demo-data: $(DEMO_DATA)

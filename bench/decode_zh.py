@@ -11,7 +11,7 @@ in this process pinned to one core, by:
     none        no pruning: every character above e^-30 is a candidate at every frame
     floor-5     pyctcdecode's own rule: characters under log-probability -5 dropped (the frame's best kept)
     ds2-prune   DS2's 0.99 / 40
-    default     DS2's 0.99 / 40 and the -3.5 floor: DecoderConfig's defaults
+    default     DecoderConfig's defaults: DS2's 0.99 / 40 and pyctcdecode's -5 floor
 RTF = decoding CPU seconds / audio seconds; CER against the references (jiwer's definition, spaces ignored).
 Greedy decoding is the first line. Prints a table, then one JSON line.
 """
