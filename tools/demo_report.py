@@ -28,12 +28,15 @@ def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
     tune = _load(results / "tune.json")
     summary = {"demo_size": size, "train": {
         "epochs": len(epochs), "seconds": round(sum(e["seconds"] for e in epochs), 1),
-        "final_train_loss": epochs[-1]["train_loss"], "best_dev_wer_greedy": min(
-            (e["dev_wer"] for e in epochs if e["dev_wer"] is not None), default=None)},
-        "lm": {"alpha": tune["best_alpha"], "beta": tune["best_beta"], "dev_wer_at_best": tune["best_error"],
-               "order": 3}}
+        "final_train_loss": epochs[-1]["train_loss"],
+        "best_dev_wer_greedy": min((e["dev_wer"] for e in epochs if e["dev_wer"] is not None), default=None),
+        "best_dev_cer_greedy": min((e["dev_cer"] for e in epochs if e.get("dev_cer") is not None), default=None)},
+        # What ds2-tune minimised: WER for English, CER for Mandarin (no word boundaries).
+        "lm": {"alpha": tune["best_alpha"], "beta": tune["best_beta"], "metric": tune["metric"],
+               "dev_error_at_best": tune["best_error"], "order": 3}}
     for split in ("dev", "test"):
         greedy, lm = _load(results / f"{split}_greedy.json"), _load(results / f"{split}_lm.json")
+        summary["language_spaced"] = lm["language_spaced"]  # False: WER counts characters as words (= CER)
         summary[split] = {"utterances": lm["totals"]["scored"], "skipped": lm["totals"]["skipped"],
                           "wer_greedy": greedy["totals"]["wer"], "cer_greedy": greedy["totals"]["cer"],
                           "wer_lm": lm["totals"]["wer"], "cer_lm": lm["totals"]["cer"]}
@@ -55,11 +58,14 @@ def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
 
 
 def format_table(s: dict) -> str:
-    rows = [f"{'':<14}{'WER greedy':>12}{'CER greedy':>12}{'WER + LM':>12}{'CER + LM':>12}"]
+    # Without word boundaries (Mandarin) WER is CER: the table shows CER only.
+    kinds = ("wer", "cer") if s.get("language_spaced", True) else ("cer",)
+    head = [f"{k.upper()} greedy" for k in kinds] + [f"{k.upper()} + LM" for k in kinds]
+    rows = [f"{'':<14}" + "".join(f"{h:>12}" for h in head)]
     for split in ("dev", "test"):
         r = s[split]
-        rows.append(f"{split + ' (' + str(r['utterances']) + ')':<14}{r['wer_greedy']:>12.2%}{r['cer_greedy']:>12.2%}"
-                    f"{r['wer_lm']:>12.2%}{r['cer_lm']:>12.2%}")
+        values = [r[f"{k}_greedy"] for k in kinds] + [r[f"{k}_lm"] for k in kinds]
+        rows.append(f"{split + ' (' + str(r['utterances']) + ')':<14}" + "".join(f"{v:>12.2%}" for v in values))
     t = s["train"]
     return "\n".join(rows + [
         "",
