@@ -148,12 +148,13 @@ demo-summary: $(foreach s,dev test,$(RES)/$(s)_greedy.json $(RES)/$(s)_lm.json) 
 	$(PY) tools/demo_report.py --run $(RUN) --results $(RES) --data $(TINY) --size $(DEMO_SIZE)
 	cp $(RES)/demo.json results/demo.json
 
-# The ds2-demo page's test drives headless Chromium: the browser set of apt packages too.
 test: deps
-	@tools/apt-deps.sh browser
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
+# The slow tests: the README's first run, make demo DEMO_SIZE=small (and LANG=zh), the Aishell recipe, and the
+# ds2-demo page in headless Chromium (the browser set of apt packages).
 test-slow: deps kenlm
+	@tools/apt-deps.sh browser
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 bench: deps

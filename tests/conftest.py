@@ -1,4 +1,7 @@
 import os
+import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +36,16 @@ def hello_world_lm(tmp_path_factory):
     path = tmp_path_factory.mktemp("lm") / "hello_world.arpa"
     path.write_text(HELLO_WORLD_ARPA)
     return path
+
+
+@pytest.fixture
+def checkout_copy(tmp_path):
+    """A copy of this checkout (without git, data, runs and results) sharing this venv, for running `make demo`
+    end to end; copy2 keeps the mtimes. Run make there with `-o .venv/.installed`: a reinstall from the copy would
+    point the shared venv's editable install at it."""
+    repo = Path(__file__).resolve().parents[1]
+    work = tmp_path / "repo"
+    skip = (".git", ".venv", ".kenlm-build", "data", "runs", "results", "__pycache__", ".pytest_cache", "*.egg-info")
+    shutil.copytree(repo, work, ignore=shutil.ignore_patterns(*skip))
+    (work / ".venv").symlink_to(Path(sys.executable).parents[1])
+    return work

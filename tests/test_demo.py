@@ -7,27 +7,18 @@ served transcripts; and that a re-run of the finished demo redoes nothing.
 
 import json
 import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import jiwer
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SKIP = (".git", ".venv", ".kenlm-build", "data", "runs", "results", "__pycache__", ".pytest_cache", "*.egg-info")
-
 
 @pytest.mark.slow
-def test_make_demo_small_end_to_end(tmp_path):
-    work = tmp_path / "repo"
-    shutil.copytree(REPO, work, ignore=shutil.ignore_patterns(*SKIP))  # copy2: mtimes kept, the venv stays fresh
-    (work / ".venv").symlink_to(Path(sys.executable).parents[1])
+def test_make_demo_small_end_to_end(checkout_copy):
+    work = checkout_copy
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
 
     def demo():
-        # -o: never reinstall into the shared venv from the copy (that would point its editable install here).
         return subprocess.run(["make", "-o", ".venv/.installed", "demo", "DEMO_SIZE=small"], cwd=work, env=env,
                               capture_output=True, text=True, timeout=1800)
 

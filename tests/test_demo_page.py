@@ -5,8 +5,9 @@ makes them); the page downsamples it in its AudioWorklet and streams it over the
 held. The model is a small streaming model trained here until it transcribes that sentence (a real model whose
 answer is known: an untrained one would give noise that no test could check). The reference is the offline
 model's transcript of the whole WAV; the browser's path (the fake device's resampling, the worklet's filter)
-changes the audio slightly, so the transcripts must agree within a small CER. `make test` installs Chromium
-(`tools/apt-deps.sh browser`); elsewhere the test is skipped when it is missing.
+changes the audio slightly, so the transcripts must agree within a small CER. Slow (it trains a model and drives a
+browser, a few minutes): `make test-slow` (which CI's .ci/run runs) installs Chromium (`tools/apt-deps.sh browser`)
+and runs it; elsewhere it is skipped when Chromium is missing.
 """
 
 import dataclasses
@@ -33,8 +34,9 @@ from deepspeech2.normalizer import Normalizer
 from deepspeech2.vocab import Vocabulary
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER and shutil.which("espeak-ng")),
-                                reason="needs chromium, chromium-driver and espeak-ng (tools/apt-deps.sh base browser)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER and shutil.which("espeak-ng")),
+                                 reason="needs chromium, chromium-driver and espeak-ng (tools/apt-deps.sh base browser)")]
 
 RATE = 16000
 SENTENCE = "open the window"
