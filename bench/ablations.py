@@ -1,6 +1,6 @@
 r"""Benchmark: the DS2 paper's design choices, measured small on the tiny corpus (docs/ablations.md).
 
-    .venv/bin/python bench/ablations.py                           # every variant, 2 seeds, 5 minutes each
+    .venv/bin/python bench/ablations.py                           # every variant, 2 seeds, 4 minutes each
     .venv/bin/python bench/ablations.py --data data/tiny-small --minutes 0.3 --seeds 1 --only base,noaug \
         --out runs/ablations-small                                # a smoke run of a few minutes
     .venv/bin/python bench/ablations.py --list                    # each variant's one changed flag
@@ -153,8 +153,10 @@ def train_run(variant, seed, run_dir: Path, args, values, settings) -> bool:
         tail = (run_dir / "train.log").read_text(errors="replace").splitlines()[-15:]
         print(f"[{variant} s{seed}] ds2-train failed (exit {rc}):\n  " + "\n  ".join(tail), flush=True)
         return False
+    # The budget is wall-clock: the 15-minute load average at the end says whether other work shared the cores.
     write_json(run_dir / "trained.json", {"settings": settings, "command": cmd,
-                                          "wall_seconds": round(time.perf_counter() - t0, 1)})
+                                          "wall_seconds": round(time.perf_counter() - t0, 1),
+                                          "load_average_15min": round(os.getloadavg()[2], 2)})
     return True
 
 
@@ -190,6 +192,7 @@ def score_run(variant, seed, run_dir: Path, args, settings, noisy_manifest: Path
         "epochs": epochs_done(epochs),
         "seconds_per_epoch": seconds_per_epoch(epochs),
         "train_loss": epochs[-1]["train_loss"] if epochs else None,
+        "load_average_15min": json.loads((run_dir / "trained.json").read_text()).get("load_average_15min"),
         **scores,
         "cer_curve": [[round(m, 3), e["dev_cer"]] for (_, m), e in zip(ends[1:], epochs)],
         "loss_curve": [[round(_interp(step, ends), 3), round(value, 3)] for step, value in loss],
@@ -339,6 +342,18 @@ def plot(results: dict, seeds: list[int], png: Path) -> None:
     plt.close(fig)
 
 
+def report(out: Path, results: dict, seeds: list[int], settings: dict, failed: list[str]) -> str:
+    """Writes <out>/tables.md, ablations.png and ablations.json from the runs so far; returns the tables."""
+    text = tables(results, seeds)
+    (out / "tables.md").write_text(text + "\n", encoding="utf-8")
+    plot(results, seeds, out / "ablations.png")
+    write_json(out / "ablations.json", {"settings": settings, "seeds": seeds,
+                                        "comparisons": [{"key": k, "title": t, "variants": list(v)}
+                                                        for k, t, v in COMPARISONS],
+                                        "runs": [results[k] for k in sorted(results)], "failed": failed})
+    return text
+
+
 def _from_repo(path: str) -> str:
     """`path` (relative to the working directory) relative to the repository root when inside it."""
     path = Path(path).resolve()
@@ -351,7 +366,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="data/tiny", help="a folder in `make demo-data`'s layout")
     ap.add_argument("--out", default="runs/ablations", help="run folders, the PNG, the JSON")
-    ap.add_argument("--minutes", type=float, default=5.0, help="wall-clock training budget per run")
+    ap.add_argument("--minutes", type=float, default=4.0, help="wall-clock training budget per run")
     ap.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 per variant")
     ap.add_argument("--only", default="", help="comma-separated variants to run (default: all)")
     ap.add_argument("--flags_dir", default=str(FLAGS_DIR.relative_to(REPO)))
@@ -408,38 +423,32 @@ def main():
             noisy_copy(Path(args.data) / "dev.clean.jsonl", Path(args.data) / "noise" / "noise.jsonl", noisy_dir)
 
     results, failed = {}, []
+    for variant in VARIANTS:  # finished earlier, here or with other --only: all in the tables
+        for seed in seeds:
+            run_dir = out / f"{variant}-s{seed}"
+            if run_state(run_dir, settings) == "done":
+                results[(variant, seed)] = json.loads((run_dir / "results.json").read_text())
     t0 = time.perf_counter()
-    for variant in VARIANTS:
-        run_dirs = {seed: out / f"{variant}-s{seed}" for seed in seeds}
-        if variant not in only:
-            for seed, run_dir in run_dirs.items():  # finished earlier: still in the table
-                if (run_dir / "results.json").exists():
-                    results[(variant, seed)] = json.loads((run_dir / "results.json").read_text())
-            continue
-        values = resolve_flags(Path(args.flags_dir) / f"{variant}.flags")
-        for seed, run_dir in run_dirs.items():
+    # Seed-major: every variant's seed 0 first, so that a table stopped half way is a whole one-seed table.
+    for seed in seeds:
+        for variant in [v for v in VARIANTS if v in only]:
+            run_dir = out / f"{variant}-s{seed}"
             state = run_state(run_dir, settings)
             if state == "done":
                 print(f"[{variant} s{seed}] finished earlier: {run_dir / 'results.json'}", flush=True)
-                results[(variant, seed)] = json.loads((run_dir / "results.json").read_text())
                 continue
+            values = resolve_flags(Path(args.flags_dir) / f"{variant}.flags")
             if state == "train" and not train_run(variant, seed, run_dir, args, values, settings):
                 failed.append(f"{variant}-s{seed}")
                 continue
             results[(variant, seed)] = r = score_run(variant, seed, run_dir, args, settings, noisy)
             print(f"[{variant} s{seed}] {r['steps']} steps, dev CER {100 * r['dev_greedy']['cer']:.1f}% "
                   f"WER {100 * r['dev_greedy']['wer']:.1f}% (greedy)", flush=True)
-
-    text = tables(results, seeds)
+            report(out, results, seeds, settings, failed)  # after each run: the tables so far
+    text = report(out, results, seeds, settings, failed)
     print("\n" + text)
-    (out / "tables.md").write_text(text + "\n", encoding="utf-8")
+    print(f"wrote {out / 'tables.md'}, {out / 'ablations.png'}, {out / 'ablations.json'}")
     png = out / "ablations.png"
-    plot(results, seeds, png)
-    write_json(out / "ablations.json", {"settings": settings, "seeds": seeds,
-                                        "comparisons": [{"key": k, "title": t, "variants": list(v)}
-                                                        for k, t, v in COMPARISONS],
-                                        "runs": [results[k] for k in sorted(results)], "failed": failed})
-    print(f"wrote {out / 'tables.md'}, {png}, {out / 'ablations.json'}")
     print(json.dumps({"bench": "ablations", "minutes": args.minutes, "data": str(args.data), "seeds": seeds,
                       "runs": len(results), "failed": failed, "wall_minutes": round((time.perf_counter() - t0) / 60, 1),
                       "dev_cer_greedy": {v: [round(results[(v, s)]["dev_greedy"]["cer"], 4)
