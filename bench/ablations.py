@@ -41,7 +41,7 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
 
 REPO = Path(__file__).resolve().parents[1]
 FLAGS_DIR = REPO / "examples" / "ablations"

@@ -4,6 +4,7 @@
 
 commands:
   tiny         synthesize a small corpus with espeak-ng and flite voices (--out; --hours, --seed, --language)
+  heldout      MANIFEST's sentences read by festival voices, an engine the tiny corpus never uses (--out, --name)
   noise        coloured noise, babble and room impulse responses for augmentation (--out; --speech_manifest)
   validate     check each line of MANIFEST: audio, duration, text, CTC fit (--vocab, --model, --write_clean, --strict)
   normalize    write MANIFEST with its transcripts normalized, dropping the doubtful ones (--language, --out)
@@ -16,6 +17,7 @@ commands:
 
 examples:
     ds2-prepare tiny --out data/tiny [--hours 1] [--seed 0] [--language en|zh]
+    ds2-prepare heldout data/tiny/test.clean.jsonl --out data/tiny     # data/tiny/heldout.jsonl
     ds2-prepare noise --out data/tiny/noise --speech_manifest data/tiny/train.jsonl
     ds2-prepare validate MANIFEST [--vocab vocab.txt] [--model ds2-small] [--write_clean clean.jsonl]
     ds2-prepare normalize MANIFEST --language en --out normalized.jsonl
@@ -32,9 +34,12 @@ import sys
 
 from absl import flags
 
-COMMANDS = ("tiny", "noise", "validate", "normalize", "librispeech", "voxforge", "aishell", "wsj", "chime4", "tedlium")
+COMMANDS = ("tiny", "heldout", "noise", "validate", "normalize", "librispeech", "voxforge", "aishell", "wsj", "chime4",
+            "tedlium")
 
-flags.DEFINE_string("out", None, "Output folder (tiny, noise, importers); the output manifest (normalize).")
+flags.DEFINE_string("out", None, "Output folder (tiny, heldout, noise, importers); the output manifest (normalize).")
+flags.DEFINE_string("name", "heldout", "heldout: writes OUT/NAME.jsonl and OUT/NAME/wav/ (heldout_dev for dev's "
+                    "sentences).")
 flags.DEFINE_string("corpus_dir", None, "Root of the corpus as distributed (importers).")
 flags.DEFINE_integer("num_workers", 2, "Parallel workers.")
 flags.DEFINE_float("hours", 1.0, "tiny: hours of training audio.")
@@ -98,7 +103,14 @@ def _prepare(command: str, args: list[str]) -> int:
         if len(args) != 1:
             raise ValueError("usage: ds2-prepare normalize MANIFEST --language en|zh --out OUT")
         return _normalize(args[0])
-    if command == "tiny":
+    if command == "heldout":
+        if len(args) != 1:
+            raise ValueError("usage: ds2-prepare heldout MANIFEST --out DIR [--name heldout] (writes DIR/NAME.jsonl)")
+        from deepspeech2.data.heldout import HeldoutConfig, prepare_heldout
+
+        manifests = {FLAGS.name: prepare_heldout(HeldoutConfig(manifest=args[0], out_dir=FLAGS.out, name=FLAGS.name,
+                                                              num_workers=FLAGS.num_workers))}
+    elif command == "tiny":
         from deepspeech2.data.tiny import TinyCorpusConfig, prepare_tiny
 
         manifests = prepare_tiny(TinyCorpusConfig(out_dir=FLAGS.out, hours=FLAGS.hours, seed=FLAGS.seed,

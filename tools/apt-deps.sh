@@ -3,6 +3,7 @@
 #   tools/apt-deps.sh base    # audio + corpus synthesis (make demo / make test)
 #   tools/apt-deps.sh kenlm   # compilers and libraries for lmplz/build_binary (make kenlm)
 #   tools/apt-deps.sh browser # headless Chromium and its WebDriver, for the ds2-demo browser test
+#   tools/apt-deps.sh heldout # festival and three English voices, for make demo-heldout
 # As root it installs what is missing; otherwise it prints the exact apt-get line and exits 1.
 # DS2_APT_EXTRA="pkg ..." adds packages to require (e.g. sph2pipe for compressed WSJ audio).
 set -euo pipefail
@@ -11,6 +12,7 @@ base=(espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-zh)
 kenlm=(cmake g++ make libboost-program-options-dev libboost-system-dev libboost-thread-dev
        libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev libeigen3-dev)
 browser=(chromium chromium-driver)
+heldout=(festival festvox-kdlpc16k festvox-kallpc16k festvox-us-slt-hts)
 
 want=(${DS2_APT_EXTRA:-})
 for set in "$@"; do
@@ -18,7 +20,8 @@ for set in "$@"; do
     base) want+=("${base[@]}") ;;
     kenlm) want+=("${kenlm[@]}") ;;
     browser) want+=("${browser[@]}") ;;
-    *) echo "apt-deps.sh: unknown package set '$set' (expected: base, kenlm, browser)" >&2; exit 2 ;;
+    heldout) want+=("${heldout[@]}") ;;
+    *) echo "apt-deps.sh: unknown package set '$set' (expected: base, kenlm, browser, heldout)" >&2; exit 2 ;;
   esac
 done
 

@@ -4,7 +4,9 @@
 
 Reads what the demo's stages wrote (the trainer's epochs.json, ds2-tune's JSON, ds2-eval's reports) and
 writes `results/demo.json` with keys a script can read: `test.wer_lm`, `test.cer_lm`, `test.wer_greedy`,
-`test.cer_greedy` (and the same under `dev`), `train.*`, `lm.*`, `rtf.*`, `paths.*`.
+`test.cer_greedy` (and the same under `dev`), `train.*`, `lm.*`, `rtf.*`, `paths.*`; after `make demo-heldout`
+also `heldout.*` and `heldout_dev.*` (the test and dev sentences read by festival voices, an engine the demo
+never trains on), with a breakdown per voice (the table shows test's).
 """
 
 import argparse
@@ -43,6 +45,17 @@ def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
         if split == "test":
             summary["rtf"] = {"acoustic": lm["timing"]["rtf_acoustic"], "decoder_lm": lm["timing"]["rtf_decode"],
                               "decoder_greedy": greedy["timing"]["rtf_decode"], "total_lm": lm["timing"]["rtf_total"]}
+    for name in ("heldout_dev", "heldout"):  # make demo-heldout: festival voices read dev's and test's sentences
+        if (results / f"{name}_greedy.json").is_file() and (results / f"{name}_lm.json").is_file():
+            greedy, lm = _load(results / f"{name}_greedy.json"), _load(results / f"{name}_lm.json")
+            summary[name] = {
+                "utterances": lm["totals"]["scored"], "skipped": lm["totals"]["skipped"],
+                "wer_greedy": greedy["totals"]["wer"], "cer_greedy": greedy["totals"]["cer"],
+                "wer_lm": lm["totals"]["wer"], "cer_lm": lm["totals"]["cer"],
+                "voices": {voice: {"utterances": g["utterances"], "wer_greedy": g["wer"], "cer_greedy": g["cer"],
+                                   "wer_lm": lm["groups"]["speaker"][voice]["wer"],
+                                   "cer_lm": lm["groups"]["speaker"][voice]["cer"]}
+                           for voice, g in greedy["groups"]["speaker"].items()}}
     serving = results / "serving.json"  # ds2-client's results through ds2-serve (gRPC)
     if serving.is_file():
         sv = _load(serving)
@@ -61,11 +74,16 @@ def format_table(s: dict) -> str:
     # Without word boundaries (Mandarin) WER is CER: the table shows CER only.
     kinds = ("wer", "cer") if s.get("language_spaced", True) else ("cer",)
     head = [f"{k.upper()} greedy" for k in kinds] + [f"{k.upper()} + LM" for k in kinds]
-    rows = [f"{'':<14}" + "".join(f"{h:>12}" for h in head)]
-    for split in ("dev", "test"):
+    rows = [f"{'':<18}" + "".join(f"{h:>12}" for h in head)]
+    for split in ("dev", "test", "heldout_dev", "heldout"):
+        if split not in s:
+            continue
         r = s[split]
         values = [r[f"{k}_greedy"] for k in kinds] + [r[f"{k}_lm"] for k in kinds]
-        rows.append(f"{split + ' (' + str(r['utterances']) + ')':<14}" + "".join(f"{v:>12.2%}" for v in values))
+        rows.append(f"{split + ' (' + str(r['utterances']) + ')':<18}" + "".join(f"{v:>12.2%}" for v in values))
+    for voice, r in s.get("heldout", {}).get("voices", {}).items():  # festival: an engine training never heard
+        values = [r[f"{k}_greedy"] for k in kinds] + [r[f"{k}_lm"] for k in kinds]
+        rows.append(f"{'  ' + voice.removeprefix('festival-')[:16]:<18}" + "".join(f"{v:>12.2%}" for v in values))
     t = s["train"]
     return "\n".join(rows + [
         "",
