@@ -319,15 +319,16 @@ def plot(results: dict, seeds: list[int], png: Path) -> None:
                 if key == "augmentation" and r.get("noisy_dev_greedy"):
                     cer_ax.plot([r["cer_curve"][-1][0]], [100 * r["noisy_dev_greedy"]["cer"]], marker="x", ms=9,
                                 ls="", color=colour, label=f"{label} noisy dev")
-                if r["loss_curve"]:
-                    x, y = zip(*r["loss_curve"])
-                    loss_ax.plot(x, y, style, color=colour, lw=1, label=label)
+                if r["loss_curve"]:  # per-batch losses swing with the batch's length bucket: smoothed, as
+                    x, y = zip(*r["loss_curve"])  # TensorBoard's smoothing does, the raw points faint behind
+                    loss_ax.plot(x, y, style, color=colour, lw=0.5, alpha=0.25)
+                    loss_ax.plot(x, smooth(y), style, color=colour, lw=1.5, label=label)
         if not loss_ax.lines:
             loss_ax.text(0.5, 0.5, "no loss logged yet (a run logs it every --log_every_steps steps)",
                          ha="center", va="center", fontsize=8, transform=loss_ax.transAxes)
         cer_ax.set_title(title, fontsize=9, loc="left")
         cer_ax.set_ylabel("dev CER (%, greedy)")
-        loss_ax.set_ylabel("train loss (CTC)")
+        loss_ax.set_ylabel("train loss (CTC; smoothed, raw faint)")
         loss_ax.set_yscale("log")
         for ax in (cer_ax, loss_ax):
             ax.set_xlabel("minutes of training")
@@ -352,6 +353,15 @@ def report(out: Path, results: dict, seeds: list[int], settings: dict, failed: l
                                                         for k, t, v in COMPARISONS],
                                         "runs": [results[k] for k in sorted(results)], "failed": failed})
     return text
+
+
+def smooth(values, weight: float = 0.85) -> list[float]:
+    """TensorBoard's scalar smoothing: an exponential moving average, debiased for its first points."""
+    out, last, norm = [], 0.0, 0.0
+    for v in values:
+        last, norm = weight * last + (1 - weight) * v, weight * norm + (1 - weight)
+        out.append(last / norm)
+    return out
 
 
 def _from_repo(path: str) -> str:
@@ -459,4 +469,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except ValueError as e:  # a finished run made with other settings, a flagfile that builds no model
+        sys.exit(f"ablations: error: {e}")

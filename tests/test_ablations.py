@@ -27,7 +27,7 @@ def test_each_variant_is_its_parent_and_one_line():
     stems = {p.stem for p in FLAGS_DIR.glob("*.flags")}
     assert stems == set(ablations.VARIANTS)  # every flagfile is in a comparison, and every variant has one
     base = ablations.flag_lines(FLAGS_DIR / "base.flags")
-    assert base[0] == "--flagfile=examples/tiny/tiny.flags" and "--max_train_minutes=5" in base
+    assert base[0] == "--flagfile=examples/tiny/tiny.flags" and "--max_train_minutes=4" in base
     for stem in stems - {"base"}:
         lines = ablations.flag_lines(FLAGS_DIR / f"{stem}.flags")
         assert len(lines) == 2 and lines[0].startswith("--flagfile=examples/ablations/"), (stem, lines)
@@ -79,7 +79,7 @@ def test_a_finished_run_is_not_rerun(tmp_path):
     out = tmp_path / "out"
     (out / "noisy_dev").mkdir(parents=True)
     (out / "noisy_dev" / "dev.clean.jsonl").write_text("")
-    settings = {"minutes": 5.0, "data": str(data), "lm": None, "alpha": 0.5, "beta": 2.0, "beam_size": 50,
+    settings = {"minutes": 4.0, "data": str(data), "lm": None, "alpha": 0.5, "beta": 2.0, "beam_size": 50,
                 "train_flags": []}
     result = {"variant": "base", "seed": 0, "settings": settings, "params": 5516029, "steps": 300, "epochs": 2.5,
               "seconds_per_epoch": 110.0, "train_loss": 80.0, "dev_greedy": {"wer": 0.6, "cer": 0.234},
@@ -99,3 +99,12 @@ def test_a_finished_run_is_not_rerun(tmp_path):
     assert "| base | 5.52 M | 2.5 | 110 | 80.0 | 23.4 | 60.0 | — | — | 50.0 | 90.0 | — |" in tables
     assert (out / "ablations.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not (out / "noaug-s0" / "trained.json").exists()
+
+
+def test_smooth_is_tensorboards_debiased_moving_average():
+    assert ablations.smooth([5.0, 5.0, 5.0]) == pytest.approx([5.0, 5.0, 5.0])  # no pull towards 0 at the start
+    w = 0.85
+    got = ablations.smooth([1.0, 3.0, 2.0], w)
+    ema = [(1 - w) * 1.0, w * (1 - w) * 1.0 + (1 - w) * 3.0]
+    ema.append(w * ema[1] + (1 - w) * 2.0)
+    assert got == pytest.approx([e / (1 - w ** (i + 1)) for i, e in enumerate(ema)])
