@@ -177,10 +177,10 @@ test: deps
 	@tools/apt-deps.sh heldout
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
-# The slow tests: the README's first run, make demo DEMO_SIZE=small (and LANG=zh), the Aishell recipe, and the
-# ds2-demo page in headless Chromium (the browser set of apt packages).
+# The slow tests: the README's first run, make demo DEMO_SIZE=small (and LANG=zh, and demo-heldout: festival),
+# the Aishell recipe, and the ds2-demo page in headless Chromium (the browser set of apt packages).
 test-slow: deps kenlm
-	@tools/apt-deps.sh browser
+	@tools/apt-deps.sh browser heldout
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 bench: deps

@@ -2,7 +2,8 @@
 
 It checks what a user and a script get: every stage announced, results/demo.json with the documented keys,
 its figures the same as an independent jiwer scoring of the per-utterance transcripts, the pictures, the
-served transcripts; and that a re-run of the finished demo redoes nothing.
+served transcripts; that a re-run of the finished demo redoes nothing; and `make demo-heldout` (festival
+voices reading the dev and test sentences) on the demo's model.
 """
 
 import json
@@ -48,3 +49,24 @@ def test_make_demo_small_end_to_end(checkout_copy):
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "[1/8]" not in again.stdout and "[3/8]" not in again.stdout and "[7/8]" not in again.stdout
     assert "==> [8/8] summary" in again.stdout
+
+    # Speech from an engine training never hears: festival voices read the dev and test sentences.
+    out = subprocess.run(["make", "-o", ".venv/.installed", "demo-heldout", "DEMO_SIZE=small"], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert "[3/8]" not in out.stdout  # the demo's model, not a new one
+    summary = json.loads((work / "results" / "demo.json").read_text())
+    voices = {"festival-ked_diphone", "festival-kal_diphone", "festival-cmu_us_slt_arctic_hts"}
+    for name, split in (("heldout_dev", "dev"), ("heldout", "test")):
+        sentences = {json.loads(line)["text"] for line in (work / "data" / "tiny-small" / f"{split}.clean.jsonl")
+                     .read_text().splitlines()}
+        clean = (work / "data" / "tiny-small" / f"{name}.clean.jsonl").read_text().splitlines()
+        dropped = (work / "data" / "tiny-small" / f"{name}.clean.jsonl.dropped.jsonl").read_text().splitlines()
+        assert len(clean) + len(dropped) == 3 * len(sentences)  # each voice reads each sentence once
+        assert summary[name]["utterances"] == len(clean) > len(dropped)
+        assert set(summary[name]["voices"]) == voices
+        report = json.loads((work / "results" / "small" / f"{name}_lm.json").read_text())
+        refs, hyps = [u["reference"] for u in report["utterances"]], [u["hypothesis"] for u in report["utterances"]]
+        assert set(refs) <= sentences
+        assert summary[name]["cer_lm"] == pytest.approx(jiwer.cer(refs, hyps), abs=1e-9)
+    assert "heldout (" in out.stdout and "ked_diphone" in out.stdout  # the printed rows
