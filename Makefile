@@ -168,8 +168,8 @@ $(TINY)/heldout_dev.jsonl: $(TINY)/dev.clean.jsonl
 	$(call festival_reads,dev)
 $(TINY)/heldout.jsonl: $(TINY)/test.clean.jsonl
 	$(call festival_reads,test)
-$(TINY)/heldout%.clean.jsonl: $(TINY)/heldout%.jsonl
-	$(BIN)/ds2-prepare validate $< --vocab $(TINY)/vocab.txt --model $(DEMO_MODEL) --write_clean $@
+$(TINY)/heldout_dev.clean.jsonl: $(TINY)/heldout_dev.jsonl  # validated by the %.clean.jsonl rule
+$(TINY)/heldout.clean.jsonl: $(TINY)/heldout.jsonl
 $(RES)/heldout_dev_greedy.json $(RES)/heldout_dev_lm.json: $(TINY)/heldout_dev.clean.jsonl
 $(RES)/heldout_greedy.json $(RES)/heldout_lm.json: $(TINY)/heldout.clean.jsonl
 
