@@ -144,10 +144,11 @@ $(RES)/serving.json: $(RES)/test_lm.json
 		--nbest 3 --json $@.tmp && mv $@.tmp $@
 
 DEMO_RESULTS := $(foreach s,dev test,$(RES)/$(s)_greedy.json $(RES)/$(s)_lm.json) $(RES)/serving.json
+DEMO_REPORT = $(PY) tools/demo_report.py --run $(RUN) --results $(RES) --data $(TINY) --size $(DEMO_SIZE) && \
+	cp $(RES)/demo.json results/demo.json
 demo-summary: $(DEMO_RESULTS)
 	$(STAGE) "[8/8] summary"
-	$(PY) tools/demo_report.py --run $(RUN) --results $(RES) --data $(TINY) --size $(DEMO_SIZE)
-	cp $(RES)/demo.json results/demo.json
+	$(DEMO_REPORT)
 
 # Speech from an engine the demo never trains on: festival voices read the dev and the test sentences
 # (festival is tools/apt-deps.sh's heldout set). Scored with the demo's model and tuned LM; the summary gains
@@ -156,8 +157,7 @@ demo-summary: $(DEMO_RESULTS)
 .PHONY: demo-heldout
 HELDOUT_RESULTS := $(foreach s,heldout_dev heldout,$(RES)/$(s)_greedy.json $(RES)/$(s)_lm.json)
 demo-heldout: deps $(DEMO_RESULTS) $(HELDOUT_RESULTS)
-	$(PY) tools/demo_report.py --run $(RUN) --results $(RES) --data $(TINY) --size $(DEMO_SIZE)
-	cp $(RES)/demo.json results/demo.json
+	$(DEMO_REPORT)
 
 define festival_reads
 	@tools/apt-deps.sh heldout

@@ -458,12 +458,11 @@ def main():
     text = report(out, results, seeds, settings, failed)
     print("\n" + text)
     print(f"wrote {out / 'tables.md'}, {out / 'ablations.png'}, {out / 'ablations.json'}")
-    png = out / "ablations.png"
     print(json.dumps({"bench": "ablations", "minutes": args.minutes, "data": str(args.data), "seeds": seeds,
                       "runs": len(results), "failed": failed, "wall_minutes": round((time.perf_counter() - t0) / 60, 1),
                       "dev_cer_greedy": {v: [round(results[(v, s)]["dev_greedy"]["cer"], 4)
                                              if (v, s) in results else None for s in seeds] for v in VARIANTS},
-                      "png": str(png), "json": str(out / "ablations.json")}))
+                      "png": str(out / "ablations.png"), "json": str(out / "ablations.json")}))
     if failed:
         sys.exit(1)
 

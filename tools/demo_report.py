@@ -39,23 +39,18 @@ def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
     for split in ("dev", "test"):
         greedy, lm = _load(results / f"{split}_greedy.json"), _load(results / f"{split}_lm.json")
         summary["language_spaced"] = lm["language_spaced"]  # False: WER counts characters as words (= CER)
-        summary[split] = {"utterances": lm["totals"]["scored"], "skipped": lm["totals"]["skipped"],
-                          "wer_greedy": greedy["totals"]["wer"], "cer_greedy": greedy["totals"]["cer"],
-                          "wer_lm": lm["totals"]["wer"], "cer_lm": lm["totals"]["cer"]}
+        summary[split] = _split_summary(greedy, lm)
         if split == "test":
             summary["rtf"] = {"acoustic": lm["timing"]["rtf_acoustic"], "decoder_lm": lm["timing"]["rtf_decode"],
                               "decoder_greedy": greedy["timing"]["rtf_decode"], "total_lm": lm["timing"]["rtf_total"]}
     for name in ("heldout_dev", "heldout"):  # make demo-heldout: festival voices read dev's and test's sentences
         if (results / f"{name}_greedy.json").is_file() and (results / f"{name}_lm.json").is_file():
             greedy, lm = _load(results / f"{name}_greedy.json"), _load(results / f"{name}_lm.json")
-            summary[name] = {
-                "utterances": lm["totals"]["scored"], "skipped": lm["totals"]["skipped"],
-                "wer_greedy": greedy["totals"]["wer"], "cer_greedy": greedy["totals"]["cer"],
-                "wer_lm": lm["totals"]["wer"], "cer_lm": lm["totals"]["cer"],
-                "voices": {voice: {"utterances": g["utterances"], "wer_greedy": g["wer"], "cer_greedy": g["cer"],
-                                   "wer_lm": lm["groups"]["speaker"][voice]["wer"],
-                                   "cer_lm": lm["groups"]["speaker"][voice]["cer"]}
-                           for voice, g in greedy["groups"]["speaker"].items()}}
+            summary[name] = _split_summary(greedy, lm) | {"voices": {
+                voice: {"utterances": g["utterances"], "wer_greedy": g["wer"], "cer_greedy": g["cer"],
+                        "wer_lm": lm["groups"]["speaker"][voice]["wer"],
+                        "cer_lm": lm["groups"]["speaker"][voice]["cer"]}
+                for voice, g in greedy["groups"]["speaker"].items()}}
     serving = results / "serving.json"  # ds2-client's results through ds2-serve (gRPC)
     if serving.is_file():
         sv = _load(serving)
@@ -70,20 +65,27 @@ def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
     return summary
 
 
+def _split_summary(greedy: dict, lm: dict) -> dict:
+    """One split's figures from its two ds2-eval reports (greedy, and beam search with the LM)."""
+    return {"utterances": lm["totals"]["scored"], "skipped": lm["totals"]["skipped"],
+            "wer_greedy": greedy["totals"]["wer"], "cer_greedy": greedy["totals"]["cer"],
+            "wer_lm": lm["totals"]["wer"], "cer_lm": lm["totals"]["cer"]}
+
+
 def format_table(s: dict) -> str:
     # Without word boundaries (Mandarin) WER is CER: the table shows CER only.
     kinds = ("wer", "cer") if s.get("language_spaced", True) else ("cer",)
     head = [f"{k.upper()} greedy" for k in kinds] + [f"{k.upper()} + LM" for k in kinds]
     rows = [f"{'':<18}" + "".join(f"{h:>12}" for h in head)]
-    for split in ("dev", "test", "heldout_dev", "heldout"):
-        if split not in s:
-            continue
-        r = s[split]
+
+    def row(label: str, r: dict) -> str:
         values = [r[f"{k}_greedy"] for k in kinds] + [r[f"{k}_lm"] for k in kinds]
-        rows.append(f"{split + ' (' + str(r['utterances']) + ')':<18}" + "".join(f"{v:>12.2%}" for v in values))
-    for voice, r in s.get("heldout", {}).get("voices", {}).items():  # festival: an engine training never heard
-        values = [r[f"{k}_greedy"] for k in kinds] + [r[f"{k}_lm"] for k in kinds]
-        rows.append(f"{'  ' + voice.removeprefix('festival-')[:16]:<18}" + "".join(f"{v:>12.2%}" for v in values))
+        return f"{label:<18}" + "".join(f"{v:>12.2%}" for v in values)
+
+    rows += [row(f"{split} ({s[split]['utterances']})", s[split])
+             for split in ("dev", "test", "heldout_dev", "heldout") if split in s]
+    rows += [row("  " + voice.removeprefix("festival-")[:16], r)  # festival: an engine training never heard
+             for voice, r in s.get("heldout", {}).get("voices", {}).items()]
     t = s["train"]
     return "\n".join(rows + [
         "",

@@ -31,7 +31,6 @@ import logging
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from tqdm.auto import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info, load_audio, save_wav
 from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
+from deepspeech2.data.tiny import trim_level_pad
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,6 @@ FESTIVAL_VOICES = (("ked_diphone", "festvox-kdlpc16k"), ("kal_diphone", "festvox
 FESTIVAL_VOICE_DIRS = ("/usr/share/festival/voices", "/usr/lib/festival/voices")
 PEAK_DBFS = -3.0
 PAD_SECONDS = 0.2
-TRIM_THRESHOLD = 1e-3
 
 
 @dataclass(frozen=True)
@@ -83,14 +82,8 @@ def _festival(text: str, voice: str, text2wave: str) -> np.ndarray:
 def _render(text: str, voice: str, path: Path, text2wave: str) -> float:
     """Writes `path` unless it exists; returns its duration in seconds."""
     if not path.exists():
-        wav = _festival(text, voice, text2wave)
-        voiced = np.flatnonzero(np.abs(wav) > TRIM_THRESHOLD)
-        if voiced.size == 0:
-            raise RuntimeError("festival returned silence")
-        wav = wav[voiced[0]:voiced[-1] + 1]
-        wav *= 10 ** (PEAK_DBFS / 20) / max(float(np.abs(wav).max()), 1e-9)
-        pad = np.zeros(round(PAD_SECONDS * SAMPLE_RATE), np.float32)
-        save_wav(path, np.concatenate([pad, wav, pad]), SAMPLE_RATE)
+        wav = trim_level_pad(_festival(text, voice, text2wave), SAMPLE_RATE, PEAK_DBFS, PAD_SECONDS, PAD_SECONDS)
+        save_wav(path, wav, SAMPLE_RATE)
     sr, _, frames = audio_info(path)
     return frames / sr
 

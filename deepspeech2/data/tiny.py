@@ -589,15 +589,25 @@ def _render(job: _Job, out_dir: Path, espeak: str, flite: str | None) -> tuple[f
         except ValueError:
             pass  # unreadable (should not happen with atomic writes): synthesize it again
     wav, sr = _synthesize(job, espeak, flite)
+    wav = trim_level_pad(wav, sr, job.peak_dbfs, job.lead, job.trail)
+    save_wav(path, wav, SAMPLE_RATE)
+    return len(wav) / SAMPLE_RATE, False
+
+
+def trim_level_pad(wav: np.ndarray, sr: int, peak_dbfs: float, lead: float, trail: float) -> np.ndarray:
+    """A synthesizer's output as the corpus stores it: its silent ends trimmed, at 16 kHz, the peak at
+    `peak_dbfs`, and `lead`/`trail` seconds of silence added.
+
+    Raises:
+        RuntimeError: the output is all silence.
+    """
     voiced = np.flatnonzero(np.abs(wav) > TRIM_THRESHOLD)
     if voiced.size == 0:
         raise RuntimeError("the synthesizer returned silence")
     wav = resample(wav[voiced[0]:voiced[-1] + 1], sr, SAMPLE_RATE)
-    wav *= 10 ** (job.peak_dbfs / 20) / max(float(np.abs(wav).max()), 1e-9)
-    wav = np.concatenate([np.zeros(round(job.lead * SAMPLE_RATE), np.float32), wav,
-                          np.zeros(round(job.trail * SAMPLE_RATE), np.float32)])
-    save_wav(path, wav, SAMPLE_RATE)
-    return len(wav) / SAMPLE_RATE, False
+    wav *= 10 ** (peak_dbfs / 20) / max(float(np.abs(wav).max()), 1e-9)
+    return np.concatenate([np.zeros(round(lead * SAMPLE_RATE), np.float32), wav,
+                           np.zeros(round(trail * SAMPLE_RATE), np.float32)])
 
 
 @dataclass
