@@ -15,7 +15,7 @@ export LANG
 # Mandarin defaults (a knob given on the command line wins).
 ifeq ($(DEMO_SIZE),full)
 ZH_EPOCHS := $(if $(filter command line,$(origin DEMO_EPOCHS)),$(DEMO_EPOCHS),12)
-ZH_GRID := --alpha_from 0 --alpha_to 1.5 --num_alphas 7 --beta_from 0 --beta_to 2 --num_betas 5
+ZH_GRID := --alpha_from 0 --alpha_to 1.5 --num_alphas 7 --beta_from 0 --beta_to 3 --num_betas 7
 ZH_MODEL := examples/tiny_zh/model.json
 else
 ZH_EPOCHS := $(DEMO_EPOCHS)
