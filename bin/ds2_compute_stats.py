@@ -25,6 +25,10 @@ flags.DEFINE_float("hop_ms", FeatureConfig.hop_ms, "STFT hop, ms.")
 flags.DEFINE_integer("n_mels", FeatureConfig.n_mels, "Mel filters (logmel, mfcc).")
 flags.DEFINE_integer("n_mfcc", FeatureConfig.n_mfcc, "Cepstra per frame (mfcc).")
 flags.DEFINE_integer("mfcc_context", FeatureConfig.mfcc_context, "Frames of context each side (mfcc).")
+flags.DEFINE_integer("pitch_bins", FeatureConfig.pitch_bins,
+                     "Pitch-gram dims appended to each frame (0 = none; 32 for tonal languages).")
+flags.DEFINE_float("pitch_fmin", FeatureConfig.pitch_fmin, "Lowest pitch in the pitch-gram, Hz.")
+flags.DEFINE_float("pitch_fmax", FeatureConfig.pitch_fmax, "Highest pitch in the pitch-gram, Hz.")
 flags.mark_flags_as_required(["manifest_paths", "out"])
 
 
@@ -34,7 +38,8 @@ def main(argv):
     try:
         config = FeatureConfig(kind=FLAGS.feature, sample_rate=FLAGS.sample_rate, window_ms=FLAGS.window_ms,
                                hop_ms=FLAGS.hop_ms, n_mels=FLAGS.n_mels, n_mfcc=FLAGS.n_mfcc,
-                               mfcc_context=FLAGS.mfcc_context)
+                               mfcc_context=FLAGS.mfcc_context, pitch_bins=FLAGS.pitch_bins,
+                               pitch_fmin=FLAGS.pitch_fmin, pitch_fmax=FLAGS.pitch_fmax)
         normalizer = compute_mean_std(FLAGS.manifest_paths, config, num_samples=FLAGS.num_samples or None,
                                       seed=FLAGS.seed)
         normalizer.save(FLAGS.out)

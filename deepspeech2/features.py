@@ -9,6 +9,14 @@ Three kinds, all computed from the same STFT (a 20 ms Hann window every 10 ms, n
             `tf.signal.mfccs_from_log_mel_spectrograms`, with +-`mfcc_context` neighbouring frames
             stacked (DeepSpeech 1 notebook: 26 cepstra x 19 frames = 494 dims)
 
+Any kind can take `pitch_bins` more dims: a pitch-gram, the normalized cross-correlation function (NCCF, the
+periodicity measure under Kaldi's and RAPT's pitch trackers) of each frame's raw samples, read at
+`pitch_bins` log-spaced lags from 1/pitch_fmax to 1/pitch_fmin. A voiced frame shows a ridge at its
+period that moves with the pitch contour; unvoiced frames stay low. Tonal languages need it: with a 20 ms
+window the spectrogram's 50 Hz bins do not resolve the harmonics of a voice under ~150 Hz, so the F0
+contour that carries a Mandarin tone is nearly invisible in it. The NCCF is taken inside each analysis
+window, so frame counts, batching and streaming are unchanged.
+
 Frame count convention (the seed's, and what streaming wants): only frames that lie completely inside
 the audio, `num_frames = 1 + (samples - window) // hop` (0 when shorter than one window). So the valid
 frames of an utterance never depend on how much padding its batch has.
@@ -37,6 +45,10 @@ N_MELS = 80  # log-mel bins (the common modern choice; DS2 itself uses linear sp
 N_MFCC = 26  # cepstra per frame (DeepSpeech 1 notebook, `numcep=26`)
 MFCC_CONTEXT = 9  # frames of context each side (DeepSpeech 1 notebook, `numcontext=9`)
 KINDS = ("linear", "logmel", "mfcc")
+PITCH_FMIN = 70.0  # Hz: lowest pitch the pitch-gram reads (its longest lag; must fit in the window)
+PITCH_FMAX = 400.0  # Hz: highest pitch (shortest lag)
+PITCH_MIN_OVERLAP = 0.25  # the longest lag leaves at least this share of the window to correlate
+PITCH_BALLAST = 1e-4  # added to the NCCF's energy product, so near-silent frames read ~0 (Kaldi's ballast)
 
 
 @dataclass(frozen=True)
@@ -53,6 +65,9 @@ class FeatureConfig:
     n_mfcc: int = N_MFCC  # cepstra kept per frame ("mfcc" only)
     mfcc_context: int = MFCC_CONTEXT  # frames stacked each side ("mfcc" only; 0 = none)
     eps: float = LOG_EPS  # log(power + eps)
+    pitch_bins: int = 0  # pitch-gram dims appended to each frame (0 = none; 32 is a semitone apart)
+    pitch_fmin: float = PITCH_FMIN  # Hz, lowest pitch in the pitch-gram
+    pitch_fmax: float = PITCH_FMAX  # Hz, highest pitch in the pitch-gram
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -78,6 +93,19 @@ class FeatureConfig:
                              f"got mel_fmin={self.mel_fmin!r}, mel_fmax={self.mel_fmax!r}")
         if not self.eps > 0:
             raise ValueError(f"`eps` must be > 0, got {self.eps!r}")
+        if isinstance(self.pitch_bins, bool) or not isinstance(self.pitch_bins, int) or self.pitch_bins < 0:
+            raise ValueError(f"`pitch_bins` must be a non-negative int, got {self.pitch_bins!r}")
+        if self.pitch_bins:
+            if not 0 < self.pitch_fmin < self.pitch_fmax <= nyquist / 2:
+                raise ValueError(f"need 0 < `pitch_fmin` < `pitch_fmax` <= {nyquist / 2} Hz (a quarter of the "
+                                 f"sample rate), got pitch_fmin={self.pitch_fmin!r}, pitch_fmax={self.pitch_fmax!r}")
+            longest = self.sample_rate / self.pitch_fmin
+            if longest > (1 - PITCH_MIN_OVERLAP) * self.window_length:
+                raise ValueError(
+                    f"`pitch_fmin` {self.pitch_fmin} Hz is a lag of {longest:.0f} samples, too long for the "
+                    f"{self.window_length}-sample window (at most {1 - PITCH_MIN_OVERLAP:.0%} of it); raise "
+                    f"`pitch_fmin` to >= {self.sample_rate / ((1 - PITCH_MIN_OVERLAP) * self.window_length):.1f} "
+                    f"Hz or lengthen `window_ms`")
 
     @property
     def window_length(self) -> int:
@@ -100,13 +128,18 @@ class FeatureConfig:
         return self.n_fft // 2 + 1
 
     @property
-    def dim(self) -> int:
-        """Feature dimension of `compute_features`' output."""
+    def spectral_dim(self) -> int:
+        """Dims of the spectral features (the first ones of each frame; the pitch-gram follows them)."""
         if self.kind == "linear":
             return self.num_bins
         if self.kind == "logmel":
             return self.n_mels
         return self.n_mfcc * (2 * self.mfcc_context + 1)
+
+    @property
+    def dim(self) -> int:
+        """Feature dimension of `compute_features`' output: spectral dims, then `pitch_bins`."""
+        return self.spectral_dim + self.pitch_bins
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -159,6 +192,47 @@ def dct_matrix(n_mels: int, n_mfcc: int) -> np.ndarray:
     return (2.0 * np.cos(np.pi * k * (2 * n + 1) / (2 * n_mels)) / np.sqrt(2.0 * n_mels)).astype(np.float32)
 
 
+@functools.lru_cache(maxsize=None)
+def pitch_lags(config: FeatureConfig) -> tuple[int, np.ndarray]:
+    """The pitch-gram's lags: `(first, weights)`. Bin j reads the NCCF at the fractional lag
+    sample_rate / f_j, f_j log-spaced from pitch_fmax down to pitch_fmin, by linear interpolation between
+    integer lags: `nccf[..., first:first + len(weights)] @ weights`, weights float32 (lags, pitch_bins)."""
+    freqs = np.geomspace(config.pitch_fmax, config.pitch_fmin, config.pitch_bins)
+    lags = config.sample_rate / freqs  # increasing
+    first, last = int(np.floor(lags[0])), int(np.floor(lags[-1])) + 1
+    weights = np.zeros((last - first + 1, config.pitch_bins), np.float64)
+    base = np.floor(lags).astype(int) - first
+    frac = lags - np.floor(lags)
+    weights[base, np.arange(config.pitch_bins)] = 1.0 - frac
+    weights[base + 1, np.arange(config.pitch_bins)] += frac
+    return first, weights.astype(np.float32)
+
+
+def pitch_gram(frames: tf.Tensor, config: FeatureConfig) -> tf.Tensor:
+    """NCCF of each raw frame at the pitch-gram's lags: (..., window) -> (..., pitch_bins), in [-1, 1].
+
+    NCCF(l) = sum_n x[n] x[n+l] / sqrt(sum_n x[n]^2 * sum_n x[n+l]^2 + ballast), sums over the
+    window - l products inside the frame, x with its mean removed; the correlations come from one FFT.
+    """
+    window = config.window_length
+    first, weights = pitch_lags(config)
+    n_lags = weights.shape[0]
+    x = frames - tf.reduce_mean(frames, axis=-1, keepdims=True)
+    # Zero-padded to twice the window: no circular wrap for lags < window (padded here: RFFT's own padding
+    # fails on some batch shapes).
+    spectrum = tf.signal.rfft(tf.concat([x, tf.zeros_like(x)], axis=-1))
+    power = tf.math.square(tf.math.real(spectrum)) + tf.math.square(tf.math.imag(spectrum))
+    corr = tf.signal.irfft(tf.complex(power, tf.zeros_like(power)))[..., first:first + n_lags]
+    # The energies of the two overlapping parts, sum x[0 .. window-1-l]^2 and sum x[l .. window-1]^2, as one
+    # matmul with 0/1 masks (several times faster than a cumsum and gathers).
+    lag = np.arange(first, first + n_lags)
+    n = np.arange(window)[:, None]
+    masks = np.concatenate([n < window - lag, n >= lag], axis=1).astype(np.float32)  # (window, 2 * lags)
+    head, tail = tf.split(tf.linalg.matmul(tf.math.square(x), masks), 2, axis=-1)
+    nccf = corr / tf.math.sqrt(head * tail + PITCH_BALLAST * (window - lag) ** 2 / window ** 2)
+    return tf.linalg.matmul(nccf, weights)
+
+
 def _time_mask(features: tf.Tensor, frame_lengths_: tf.Tensor) -> tf.Tensor:
     mask = tf.sequence_mask(frame_lengths_, tf.shape(features)[1], dtype=features.dtype)  # (B, T)
     return features * mask[:, :, None]
@@ -187,8 +261,8 @@ def compute_features(waveforms, lengths, config: FeatureConfig) -> tuple[tf.Tens
     n_frames = frame_lengths(lengths, config)
 
     # Only whole frames (no edge padding), so valid frames never see the batch's padding.
-    frames = tf.signal.frame(waveforms, config.window_length, config.hop_length)  # (B, T, window)
-    frames *= tf.signal.hann_window(config.window_length, periodic=True)  # periodic Hann, as tf.signal.stft
+    raw = tf.signal.frame(waveforms, config.window_length, config.hop_length)  # (B, T, window)
+    frames = raw * tf.signal.hann_window(config.window_length, periodic=True)  # periodic Hann, as tf.signal.stft
     spectrum = tf.signal.rfft(frames, [config.n_fft])  # (B, T, num_bins) complex64
     # real^2 + imag^2 is much cheaper than abs(.)^2 (no sqrt) and is exactly the power.
     power = tf.math.square(tf.math.real(spectrum)) + tf.math.square(tf.math.imag(spectrum))
@@ -208,7 +282,9 @@ def compute_features(waveforms, lengths, config: FeatureConfig) -> tuple[tf.Tens
                 padded = tf.pad(feats, [[0, 0], [c, c], [0, 0]])  # (B, T + 2C, n_mfcc)
                 stacked = tf.signal.frame(padded, 2 * c + 1, 1, axis=1)  # (B, T, 2C+1, n_mfcc)
                 shape = tf.shape(feats)
-                feats = tf.reshape(stacked, [shape[0], shape[1], config.dim])
+                feats = tf.reshape(stacked, [shape[0], shape[1], config.spectral_dim])
+    if config.pitch_bins:
+        feats = tf.concat([feats, pitch_gram(raw, config)], axis=-1)
     return _time_mask(feats, n_frames), n_frames
 
 

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 
 import numpy as np
@@ -15,6 +16,7 @@ from deepspeech2.features import (
     frame_lengths,
     mel_filterbank,
     num_frames,
+    pitch_lags,
 )
 
 SR = 16000
@@ -55,7 +57,29 @@ def _ref_mel_matrix(cfg):
     return m
 
 
+def _ref_pitch(wav, cfg):
+    """NCCF by its definition, one lag at a time, read at log-spaced fractional lags."""
+    w, h = cfg.window_length, cfg.hop_length
+    n = max(0, 1 + (len(wav) - w) // h)
+    out = np.zeros((n, cfg.pitch_bins))
+    lags = cfg.sample_rate / np.geomspace(cfg.pitch_fmax, cfg.pitch_fmin, cfg.pitch_bins)
+    for t in range(n):
+        x = wav[t * h:t * h + w] - wav[t * h:t * h + w].mean()
+
+        def nccf(lag):
+            a, b = x[:w - lag], x[lag:]
+            return a @ b / np.sqrt((a @ a) * (b @ b) + 1e-4 * ((w - lag) / w) ** 2)
+
+        for j, lag in enumerate(lags):
+            lo = int(np.floor(lag))
+            out[t, j] = (1 - (lag - lo)) * nccf(lo) + (lag - lo) * nccf(lo + 1)
+    return out
+
+
 def _ref_features(wav, cfg):
+    if cfg.pitch_bins:
+        spectral = _ref_features(wav, dataclasses.replace(cfg, pitch_bins=0))
+        return np.concatenate([spectral, _ref_pitch(wav, cfg)], axis=-1)
     power = _ref_power(wav, cfg)
     if cfg.kind == "linear":
         return np.log(power + cfg.eps)
@@ -77,6 +101,8 @@ CONFIGS = [
     FeatureConfig(kind="logmel", n_mels=40),
     FeatureConfig(kind="mfcc", n_mels=26, n_mfcc=13, mfcc_context=2),
     FeatureConfig(kind="mfcc"),  # DS1: 26 cepstra x 19 frames
+    FeatureConfig(kind="linear", pitch_bins=16),
+    FeatureConfig(kind="logmel", n_mels=40, pitch_bins=8, pitch_fmin=100.0, pitch_fmax=300.0, window_ms=25.0),
 ]
 
 
@@ -88,6 +114,39 @@ def test_constants_and_dims():
     assert FeatureConfig(kind="logmel", n_mels=64).dim == 64
     assert FeatureConfig(kind="mfcc").dim == 26 * 19 == 494
     assert FeatureConfig(kind="mfcc", mfcc_context=0).dim == 26
+    pitched = FeatureConfig(pitch_bins=32)
+    assert (pitched.spectral_dim, pitched.dim) == (161, 193)
+
+
+@pytest.mark.parametrize("f0", [75.0, 110.0, 180.0, 260.0, 390.0])
+def test_pitch_gram_peaks_at_the_period(f0):
+    """A harmonic tone's NCCF is ~1 at its period; the pitch-gram's bins there read it, and its first peak from
+    the short-lag side is at f0 (the later ones are at the period's multiples)."""
+    cfg = FeatureConfig(pitch_bins=32)
+    t = np.arange(SR) / SR
+    wav = sum(np.sin(2 * np.pi * k * f0 * t + k) / k for k in range(1, 8)).astype(np.float32) * 0.1
+    feats, _ = compute_features(wav, len(wav), cfg)
+    gram = feats.numpy()[:, cfg.spectral_dim:].mean(axis=0)
+    freqs = np.geomspace(cfg.pitch_fmax, cfg.pitch_fmin, cfg.pitch_bins)
+    assert gram.max() > 0.9
+    first_peak = np.argmax(gram > 0.9)
+    assert abs(np.log2(freqs[first_peak] / f0)) < 0.125  # within 1.5 bins (a bin is ~1 semitone) of f0
+
+
+def test_pitch_gram_is_low_on_noise_and_silence():
+    cfg = FeatureConfig(pitch_bins=32)
+    rng = np.random.default_rng(0)
+    for wav, bound in [(0.1 * rng.standard_normal(SR), 0.35), (np.zeros(SR), 1e-6), (1e-5 * rng.standard_normal(SR), 0.01)]:
+        feats, _ = compute_features(wav.astype(np.float32), SR, cfg)
+        assert np.abs(feats.numpy()[:, 161:]).max(axis=-1).mean() < bound
+
+
+def test_pitch_lags_interpolate_the_log_spaced_lags():
+    cfg = FeatureConfig(pitch_bins=5, pitch_fmin=80.0, pitch_fmax=320.0)
+    first, weights = pitch_lags(cfg)
+    lags = first + (np.arange(len(weights))[:, None] * weights).sum(axis=0)
+    np.testing.assert_allclose(lags, SR / np.geomspace(320.0, 80.0, 5), rtol=1e-6)
+    np.testing.assert_allclose(weights.sum(axis=0), 1.0, rtol=1e-6)
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.kind}-{c.dim}")
@@ -178,7 +237,9 @@ def test_config_round_trip_and_errors():
     with pytest.raises(ValueError, match="n_fft_size"):
         FeatureConfig.from_dict({"kind": "linear", "n_fft_size": 512})
     bad = [dict(kind="spectrogram"), dict(n_mfcc=40, n_mels=26), dict(hop_ms=30.0), dict(sample_rate=0),
-           dict(mfcc_context=-1), dict(mel_fmax=9000.0), dict(eps=0.0), dict(n_mels=0)]
+           dict(mfcc_context=-1), dict(mel_fmax=9000.0), dict(eps=0.0), dict(n_mels=0), dict(pitch_bins=-1),
+           dict(pitch_bins=True), dict(pitch_fmin=300.0, pitch_fmax=200.0, pitch_bins=4),
+           dict(pitch_fmin=60.0, pitch_bins=4)]
     for kwargs in bad:
         field = next(iter(kwargs))
         with pytest.raises(ValueError, match=field):

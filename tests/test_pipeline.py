@@ -160,6 +160,19 @@ def test_shardset_merge_order():
     assert s.merge_order().tolist() == [2, 0, 1, 1, 0, 1]
 
 
+def test_feature_augmentation_leaves_the_pitch_gram_alone(corpus):
+    """VTLP warps the spectral bins only: the pitch-gram's lags are pitch, not formants."""
+    d, _ = corpus
+    fc = FeatureConfig(pitch_bins=12)
+    aug = parse_augmentation([{"type": "vtlp", "params": {"min_warp": 0.8, "max_warp": 0.8}, "prob": 1.0}])
+    cfg = PipelineConfig(batch_size=24)
+    clean = next(iter(make_dataset([str(d / "shards")], fc, config=cfg)))[0].numpy()
+    warped = next(iter(make_dataset([str(d / "shards")], fc, augmentation=aug, config=cfg)))[0].numpy()
+    assert clean.shape[-1] == fc.dim == 161 + 12
+    np.testing.assert_array_equal(warped[..., 161:], clean[..., 161:])
+    assert not np.allclose(warped[..., :161], clean[..., :161])
+
+
 def test_mismatched_normalizer(corpus):
     d, _ = corpus
     norm = Normalizer(np.zeros(80, np.float32), np.ones(80, np.float32), FeatureConfig(kind="logmel"))

@@ -21,15 +21,16 @@ RATE = 16000
 # with few units so the tests are fast.
 SMALL_STREAMING = dataclasses.replace(DS2_STREAMING, conv_filters=(4, 4), rnn_layers=2, rnn_units=16)
 # Everything else a streaming model can have: "same" padding with a time kernel of 5 and strides 2 then 1, an
-# FC layer on each side of the RNNs, LSTM cells, row conv τ = 2, log-mel features.
+# FC layer on each side of the RNNs, LSTM cells, row conv τ = 2, log-mel features with a pitch-gram.
+SAME_LSTM_FEATURES = FeatureConfig(kind="logmel", pitch_bins=16)
 SAME_LSTM = dataclasses.replace(
-    DS2_STREAMING, feature_kind="logmel", feature_dim=80, conv_filters=(3, 4), conv_kernel_sizes=((5, 3), (3, 3)),
+    DS2_STREAMING, feature_kind="logmel", feature_dim=SAME_LSTM_FEATURES.dim, conv_filters=(3, 4), conv_kernel_sizes=((5, 3), (3, 3)),
     conv_strides=((2, 2), (1, 2)), conv_padding="same", fc_before_units=(12,), rnn_type="lstm", rnn_layers=2,
     rnn_units=8, row_conv_context=2, fc_after_units=(10,))
 CHUNK_SAMPLES = (160, 480, 1000, 1600, 4801, 16000)  # 10 ms, 30 ms, odd sizes, 100 ms, 0.3 s, 1 s
 
 
-def random_streaming(config, seed=0):
+def random_streaming(config, seed=0, features=None):
     """`config` built with seeded random weights, and BN moving statistics and a normalizer far from the identity,
     so every per-frame affine map matters."""
     keras.utils.set_random_seed(seed)
@@ -42,7 +43,7 @@ def random_streaming(config, seed=0):
             w.assign(rng.uniform(0.3, 3.0, w.shape).astype(np.float32))
         elif w.path.endswith("beta"):
             w.assign(rng.normal(0, 0.2, w.shape).astype(np.float32))
-    features = FeatureConfig(kind=config.feature_kind)
+    features = features or FeatureConfig(kind=config.feature_kind)
     normalizer = Normalizer(rng.normal(-8, 1, features.dim).astype(np.float32),
                             rng.uniform(1, 3, features.dim).astype(np.float32), features)
     return StreamingModel(model, config, features, normalizer)
@@ -79,7 +80,7 @@ def valid_model():
 
 @pytest.fixture(scope="module")
 def same_model():
-    streaming = random_streaming(SAME_LSTM, seed=1)
+    streaming = random_streaming(SAME_LSTM, seed=1, features=SAME_LSTM_FEATURES)
     return streaming, streaming_step(streaming)
 
 
@@ -97,7 +98,7 @@ def test_any_chunk_size_gives_the_offline_log_probs(valid_model, wave, chunk):
 
 
 @pytest.mark.parametrize("chunk", (160, 1600, 16000))
-def test_same_padding_lstm_fc_and_logmel_stream_exactly(same_model, wave, chunk):
+def test_same_padding_lstm_fc_and_logmel_pitch_stream_exactly(same_model, wave, chunk):
     streaming, step = same_model
     np.testing.assert_allclose(stream(step, streaming, wave, [chunk]), offline_log_probs(streaming, wave),
                                atol=2e-5, rtol=1e-5)
