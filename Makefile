@@ -30,11 +30,12 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 #   make demo                    the full demo (DEMO_SIZE=full): 1.5 h of audio, 12 epochs of examples/tiny
 #   make demo DEMO_SIZE=small    a smoke version of a few minutes: 3 minutes of audio, the tiny model
 # Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
-# are flite voices), DEMO_MODEL (a preset or a model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train
+# are flite voices), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), DEMO_MODEL (a preset or a model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train
 # flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
 TINY_SPEAKERS ?= 300
 TINY_FLITE_SHARE ?= 0.15
+TINY_FLITE_FORMANTS ?= false
 ifeq ($(DEMO_SIZE),full)
 TINY_HOURS ?= 1.5
 DEMO_MODEL ?= examples/tiny/model.json
@@ -76,7 +77,7 @@ demo-data: $(DEMO_DATA)
 $(TINY)/train.jsonl: | deps
 	$(STAGE) "[1/8] tiny corpus: $(TINY_HOURS) h of English from espeak-ng and flite voices"
 	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS) \
-		--flite_share $(TINY_FLITE_SHARE)
+		--flite_share $(TINY_FLITE_SHARE) --flite_formants=$(TINY_FLITE_FORMANTS)
 
 $(TINY)/vocab.txt: $(TINY)/train.jsonl
 	$(STAGE) "[2/8] vocabulary, validation, shards, noise and statistics"

@@ -1,11 +1,14 @@
 """The tiny synthetic corpus: layout, audio format, disjoint splits, determinism, resuming, failures, zh."""
 
 import collections
+import dataclasses
+import hashlib
 import json
 import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import soundfile as sf
 
@@ -283,6 +286,44 @@ def test_many_training_speakers_reuse_variants_with_other_accents():
     flite = [s for s in shared if s.engine == "flite"]
     assert len(shared) == 300 and len(flite) == 30 and {s.voice for s in flite} == {"kal16", "awb", "rms"}
     assert max(s.pitch for s in flite) > 1.25  # up into the female range
+    assert {s.formant for s in shared} == {1.0}  # formants only when asked
+    raised = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300, flite_share=0.1,
+                                                 flite_formants=True))["train"]
+    assert [s.id for s in raised] == [s.id for s in shared]
+    assert [dataclasses.replace(s, formant=1.0) for s in raised] == shared  # nothing else moves
+    firsts = {s.formant for s in raised if s.id in ("flite-kal16", "flite-awb", "flite-rms")}
+    extras = [s.formant for s in raised if s.engine == "flite" and s.id.count("-") == 2]
+    assert firsts == {1.0} and len(extras) == 27 and 1.0 <= min(extras) and max(extras) <= 1.25
+    assert max(extras) - min(extras) > 0.15
+
+
+def test_flite_formant_shift_keeps_duration_and_pitch():
+    """A formant factor k raises the spectrum k times; duration and F0 stay what was asked (measured on real
+    flite output: F0 from the pitch-gram's first ridge, the spectral centroid from the power spectrum)."""
+    from deepspeech2.features import FeatureConfig, compute_features
+
+    fc = FeatureConfig(pitch_bins=48)
+    freqs = np.geomspace(fc.pitch_fmax, fc.pitch_fmin, fc.pitch_bins)
+    measured = {}
+    for k in (1.0, 1.2):
+        sp = tiny.Speaker("flite-awb-2", "flite", "awb", None, "M", rate=1.0, pitch=1.0, f0=110.0, formant=k)
+        job = tiny._Job("train", 0, "the quick brown fox jumps over the lazy dog", sp, rate=1.0, pitch=1.0,
+                        amplitude=60, peak_dbfs=-3.0, lead=0.0, trail=0.0)
+        wav, sr = tiny._synthesize(job, "espeak-ng", shutil.which("flite"))
+        wav = tiny.trim_level_pad(wav, sr, -3.0, 0.0, 0.0)
+        feats = compute_features(wav, len(wav), fc)[0].numpy()
+        gram = feats[:, fc.spectral_dim:]
+        voiced = gram.max(axis=1) > 0.8
+        f0 = np.median([freqs[np.argmax(row > 0.8)] for row in gram[voiced]])
+        power = np.exp(feats[voiced, :fc.spectral_dim]).mean(axis=0)
+        measured[k] = (len(wav) / 16000, f0, (power * np.arange(fc.spectral_dim)).sum() / power.sum())
+    (d1, f1, c1), (d2, f2, c2) = measured[1.0], measured[1.2]
+    assert abs(d2 / d1 - 1) < 0.03 and abs(np.log2(f2 / f1)) < 0.1  # under 1.2 semitones
+    assert 1.1 < c2 / c1 < 1.3
+    unshifted = tiny._Job("train", 0, "x", dataclasses.replace(sp, formant=1.0), 1.0, 1.0, 60, -3.0, 0.0, 0.0)
+    payload = [tiny.SYNTH_VERSION, "x", {f: v for f, v in dataclasses.asdict(unshifted.speaker).items()
+                                         if f != "formant"}, 1.0, 1.0, 60, -3.0, 0.0, 0.0]
+    assert unshifted.key() == hashlib.sha1(json.dumps(payload).encode()).hexdigest()[:10]  # old files reused
 
 
 def test_job_parameters_depend_only_on_seed_and_index():

@@ -102,7 +102,10 @@ SPEAKER_PITCH = (0.8, 1.25)  # a speaker's base pitch factor
 SPEAKER_WORD_GAP = (0, 4)
 # flite's training voices are three men; the held-out one is a woman (slt), so flite speakers past the
 # first of each voice spread the pitch up to the female range.
-FLITE_EXTRA_PITCH = (0.8, 1.7)  # espeak-ng -g: a speaker's extra pause between words, in 10 ms units
+FLITE_EXTRA_PITCH = (0.8, 1.7)
+# ... and their vocal tracts toward the female range: formants 0-25% higher (women's are ~15-20% above men's).
+FLITE_EXTRA_FORMANT = (1.0, 1.25)
+FORMANT_STEP_HZ = 400  # the shifted rate is rounded to this, so resampling uses small polyphase factors  # espeak-ng -g: a speaker's extra pause between words, in 10 ms units
 UTT_JITTER = (0.93, 1.07)  # per-utterance factor on both, around the speaker's base
 ESPEAK_AMPLITUDE = (40, 80)  # espeak-ng -a (default 100 clips some variants)
 PEAK_DBFS = (-14.0, -1.0)  # per-utterance output level: peak in dB below full scale
@@ -142,6 +145,8 @@ class TinyCorpusConfig:
     use_flite: bool = True  # en: add the flite voices to the speaker pool
     flite_share: float = 0.0  # en: at least this fraction of the training speakers are flite voices (its
     # three training voices again with other rates and pitches); 0: each training flite voice once
+    flite_formants: bool = False  # en: those extra flite speakers also get formants up to 25% higher
+    # (FLITE_EXTRA_FORMANT), toward the female range none of flite's training voices has
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
     progress: bool = True  # show a tqdm bar per split
 
@@ -188,6 +193,8 @@ class Speaker:
     pitch: float  # base pitch factor (1 = the voice's default)
     f0: float | None = None  # flite: the voice's mean F0 in Hz that `pitch` scales
     word_gap: int = 0  # espeak-ng: extra pause between words, in 10 ms units (-g)
+    formant: float = 1.0  # flite: vocal-tract factor, formants scaled by it (a shorter tract above 1); the
+    # output is played this much faster, its duration and F0 set that much lower at synthesis
 
 
 @dataclass(frozen=True)
@@ -204,7 +211,10 @@ class _Job:
     trail: float  # and after
 
     def key(self) -> str:
-        payload = json.dumps([SYNTH_VERSION, self.text, dataclasses.asdict(self.speaker), self.rate, self.pitch,
+        speaker = dataclasses.asdict(self.speaker)
+        if speaker["formant"] == 1.0:  # the field came later: unshifted voices keep their files
+            del speaker["formant"]
+        payload = json.dumps([SYNTH_VERSION, self.text, speaker, self.rate, self.pitch,
                               self.amplitude, self.peak_dbfs, self.lead, self.trail], ensure_ascii=False)
         return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:10]
 
@@ -463,6 +473,7 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
         ValueError: more speakers requested than there are variants.
     """
     rng = np.random.default_rng([config.seed, 1])
+    formant_rng = np.random.default_rng([config.seed, 4])  # its own draws: the other speakers stay the same
     female, male = _available_variants(espeak)
     voices = _espeak_voices(espeak)
     en = config.language == "en"
@@ -511,9 +522,11 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
             seen[name] += 1
             rate = float(rng.uniform(*SPEAKER_RATE))
             pitch = float(rng.uniform(*(SPEAKER_PITCH if seen[name] == 1 else FLITE_EXTRA_PITCH)))
+            extra = seen[name] > 1 and config.flite_formants
+            formant = float(formant_rng.uniform(*FLITE_EXTRA_FORMANT)) if extra else 1.0
             speakers.append(Speaker(id=f"flite-{name}" if seen[name] == 1 else f"flite-{name}-{seen[name]}",
                                     engine="flite", voice=name, variant=None, gender=gender, rate=round(rate, 3),
-                                    pitch=round(pitch, 3), f0=f0))
+                                    pitch=round(pitch, 3), f0=f0, formant=round(formant, 3)))
         out[split] = speakers
     return out
 
@@ -570,12 +583,16 @@ def _synthesize(job: _Job, espeak: str, flite: str | None) -> tuple[np.ndarray, 
     with tempfile.TemporaryDirectory(prefix="ds2-flite-") as tmp:
         wav, txt = Path(tmp) / "out.wav", Path(tmp) / "text.txt"
         txt.write_text(job.text + "\n", encoding="utf-8")
-        cmd = [flite, "-voice", sp.voice, "--setf", f"duration_stretch={1 / job.rate:.4f}",
-               "--setf", f"int_f0_target_mean={sp.f0 * job.pitch:.1f}", "-f", str(txt), "-o", str(wav)]
+        # A formant factor k: slower and k times lower at synthesis, then read as if sampled k times faster,
+        # so the rate and F0 come out as asked and every formant k times higher.
+        k = sp.formant
+        cmd = [flite, "-voice", sp.voice, "--setf", f"duration_stretch={k / job.rate:.4f}",
+               "--setf", f"int_f0_target_mean={sp.f0 * job.pitch / k:.1f}", "-f", str(txt), "-o", str(wav)]
         proc = subprocess.run(cmd, capture_output=True, timeout=60)
         if proc.returncode != 0 or not wav.exists():
             raise RuntimeError(f"flite exited {proc.returncode}: {proc.stderr.decode(errors='replace').strip()}")
-        return _read_wav_bytes(wav.read_bytes())
+        samples, sr = _read_wav_bytes(wav.read_bytes())
+        return samples, round(sr * k / FORMANT_STEP_HZ) * FORMANT_STEP_HZ
 
 
 def _render(job: _Job, out_dir: Path, espeak: str, flite: str | None) -> tuple[float, bool]:
