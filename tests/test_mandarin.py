@@ -208,7 +208,7 @@ def test_aishell_recipe_runs_end_to_end(tmp_path):
     env = {**os.environ, "DATA": str(tmp_path / "data"), "RUN": str(tmp_path / "run"),
            "BIN": str(VENV_BIN), "LM_ORDER": "2", "BEAM": "8", "NUM_SHARDS": "2",
            "GRID": "--alpha_from 0 --alpha_to 1 --num_alphas 2 --beta_from 0 --beta_to 1 --num_betas 2",
-           "TRAIN_FLAGS": "--model=tiny --model_overrides={} --epochs=1 --batch_frames=0 --batch_size=4 "
+           "TRAIN_FLAGS": "--model=tiny --model_overrides={\"feature_dim\":193} --epochs=1 --batch_frames=0 --batch_size=4 "
                           "--warmup_steps=1 --augmentation= --checkpoint_every_steps=10"}
     out = subprocess.run(["bash", "examples/aishell/run.sh", str(tmp_path / "corpus")], cwd=REPO, env=env,
                          capture_output=True, timeout=1500)

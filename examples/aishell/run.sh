@@ -37,7 +37,9 @@ for s in train dev test; do
   [ -s "$DATA/shards/$s/index.json" ] || "$BIN/ds2-make-shards" --manifest "$DATA/$s.clean.jsonl" \
     --vocab "$DATA/vocab.txt" --out "$DATA/shards/$s" --num_shards "$([ $s = train ] && echo "$NUM_SHARDS" || echo 4)"
 done
-[ -s "$DATA/mean_std.npz" ] || "$BIN/ds2-compute-stats" --manifest_paths "$DATA/train.clean.jsonl" --out "$DATA/mean_std.npz"
+# The spectrogram and a 32-bin pitch-gram for the tones (zh.flags builds the model for 161 + 32 dims).
+[ -s "$DATA/mean_std.npz" ] || "$BIN/ds2-compute-stats" --manifest_paths "$DATA/train.clean.jsonl" --pitch_bins 32 \
+  --out "$DATA/mean_std.npz"
 
 stage "[4/7] character $LM_ORDER-gram LM from the training transcripts"
 if [ ! -s "$DATA/lm/char$LM_ORDER.bin" ]; then

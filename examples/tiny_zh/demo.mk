@@ -5,7 +5,7 @@
 # evaluated greedy and with the LM (CER first) -> export, served over gRPC, three test files transcribed
 # -> a summary table, results/zh/$(DEMO_SIZE)/demo.json and results/demo_zh.json (`test.cer_lm`,
 # `test.cer_greedy`). The knobs are the English demo's (DEMO_SIZE, TINY_HOURS, DEMO_EPOCHS,
-# DEMO_TRAIN_FLAGS, DEMO_BEAM), with Mandarin defaults where they differ, and ZH_COMMON_CHARS; the recipe is
+# DEMO_TRAIN_FLAGS, DEMO_BEAM), with Mandarin defaults where they differ, ZH_COMMON_CHARS and ZH_PITCH_BINS; the recipe is
 # examples/tiny_zh/tiny_zh.flags. What limits its accuracy: docs/experiments.md, "Mandarin".
 
 # `LANG=zh` on the command line would reach every tool as the locale; they get a UTF-8 one instead.
@@ -24,6 +24,9 @@ ZH_MODEL := tiny
 endif
 # Sentences of fortunes-zh's 800 most frequent characters (0: all of them): see docs/experiments.md.
 ZH_COMMON_CHARS ?= 800
+# Pitch-gram dims after the 161 spectrogram bins, so the model can hear tones (0: none; docs/experiments.md, Z11).
+ZH_PITCH_BINS ?= 32
+ZH_FEATURE_DIM := $(shell echo $$((161 + $(ZH_PITCH_BINS))))
 ZH := $(DATA)/zh/tiny$(DEMO_SUFFIX)
 ZH_RUN := runs/zh/tiny$(DEMO_SUFFIX)
 ZH_RES := results/zh/$(DEMO_SIZE)
@@ -57,7 +60,7 @@ $(ZH)/noise/rir.jsonl: $(ZH)/train.clean.jsonl
 	$(BIN)/ds2-prepare noise --speech_manifest $< --out $(ZH)/noise
 
 $(ZH)/mean_std.npz: $(ZH)/train.clean.jsonl
-	$(BIN)/ds2-compute-stats --manifest_paths $< --feature linear --out $@
+	$(BIN)/ds2-compute-stats --manifest_paths $< --feature linear --pitch_bins $(ZH_PITCH_BINS) --out $@
 
 $(ZH)/augmentation.json: examples/tiny_zh/augmentation.json $(ZH)/noise/rir.jsonl
 	sed 's#data/zh/tiny/noise/#$(ZH)/noise/#g' $< > $@.tmp && mv $@.tmp $@
@@ -67,7 +70,8 @@ $(ZH_RUN)/.trained-$(ZH_EPOCHS): $(ZH_DATA)
 	$(STAGE) "[3/8] train ($(ZH_EPOCHS) epochs; TensorBoard: tensorboard --logdir $(ZH_RUN)/tensorboard)"
 	$(BIN)/ds2-train --flagfile=examples/tiny_zh/tiny_zh.flags --model=$(ZH_MODEL) --workdir=$(ZH_RUN) --train_shards=$(ZH)/shards/train \
 		--dev_shards=$(ZH)/shards/dev --vocab=$(ZH)/vocab.txt --mean_std=$(ZH)/mean_std.npz \
-		--augmentation=$(ZH)/augmentation.json --epochs=$(ZH_EPOCHS) $(DEMO_TRAIN_FLAGS)
+		--augmentation=$(ZH)/augmentation.json --epochs=$(ZH_EPOCHS) \
+		--model_overrides='{"feature_dim": $(ZH_FEATURE_DIM)}' $(DEMO_TRAIN_FLAGS)
 	touch $@
 
 # Characters space-separated: each one an LM token, so beta is a bonus per character.
