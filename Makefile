@@ -30,8 +30,8 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 #   make demo                    the full demo (DEMO_SIZE=full): 1.5 h of audio, 12 epochs of examples/tiny
 #   make demo DEMO_SIZE=small    a smoke version of a few minutes: 3 minutes of audio, the tiny model
 # Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
-# are flite voices), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), DEMO_MODEL (a preset or a model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train
-# flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
+# are flite voices), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), DEMO_MODEL (a
+# preset or a model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
 TINY_SPEAKERS ?= 300
 TINY_FLITE_SHARE ?= 0.15

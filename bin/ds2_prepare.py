@@ -118,8 +118,8 @@ def _prepare(command: str, args: list[str]) -> int:
         manifests = prepare_tiny(TinyCorpusConfig(out_dir=FLAGS.out, hours=FLAGS.hours, seed=FLAGS.seed,
                                                   language=FLAGS.language, num_workers=FLAGS.num_workers,
                                                   train_speakers=FLAGS.train_speakers,
-                                                  flite_share=FLAGS.flite_share,
-                                                  flite_formants=FLAGS.flite_formants, common_chars=FLAGS.common_chars))
+                                                  flite_share=FLAGS.flite_share, flite_formants=FLAGS.flite_formants,
+                                                  common_chars=FLAGS.common_chars))
     elif command == "noise":
         from deepspeech2.data.noise import prepare_noise
 

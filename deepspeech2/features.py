@@ -192,6 +192,11 @@ def dct_matrix(n_mels: int, n_mfcc: int) -> np.ndarray:
     return (2.0 * np.cos(np.pi * k * (2 * n + 1) / (2 * n_mels)) / np.sqrt(2.0 * n_mels)).astype(np.float32)
 
 
+def _power(spectrum: tf.Tensor) -> tf.Tensor:
+    """|spectrum|^2 as real^2 + imag^2: much cheaper than abs(.)^2 (no sqrt), and exactly the power."""
+    return tf.math.square(tf.math.real(spectrum)) + tf.math.square(tf.math.imag(spectrum))
+
+
 @functools.lru_cache(maxsize=None)
 def pitch_lags(config: FeatureConfig) -> tuple[int, np.ndarray]:
     """The pitch-gram's lags: `(first, weights)`. Bin j reads the NCCF at the fractional lag
@@ -220,8 +225,7 @@ def pitch_gram(frames: tf.Tensor, config: FeatureConfig) -> tf.Tensor:
     x = frames - tf.reduce_mean(frames, axis=-1, keepdims=True)
     # Zero-padded to twice the window: no circular wrap for lags < window (padded here: RFFT's own padding
     # fails on some batch shapes).
-    spectrum = tf.signal.rfft(tf.concat([x, tf.zeros_like(x)], axis=-1))
-    power = tf.math.square(tf.math.real(spectrum)) + tf.math.square(tf.math.imag(spectrum))
+    power = _power(tf.signal.rfft(tf.concat([x, tf.zeros_like(x)], axis=-1)))
     corr = tf.signal.irfft(tf.complex(power, tf.zeros_like(power)))[..., first:first + n_lags]
     # The energies of the two overlapping parts, sum x[0 .. window-1-l]^2 and sum x[l .. window-1]^2, as one
     # matmul with 0/1 masks (several times faster than a cumsum and gathers).
@@ -263,9 +267,7 @@ def compute_features(waveforms, lengths, config: FeatureConfig) -> tuple[tf.Tens
     # Only whole frames (no edge padding), so valid frames never see the batch's padding.
     raw = tf.signal.frame(waveforms, config.window_length, config.hop_length)  # (B, T, window)
     frames = raw * tf.signal.hann_window(config.window_length, periodic=True)  # periodic Hann, as tf.signal.stft
-    spectrum = tf.signal.rfft(frames, [config.n_fft])  # (B, T, num_bins) complex64
-    # real^2 + imag^2 is much cheaper than abs(.)^2 (no sqrt) and is exactly the power.
-    power = tf.math.square(tf.math.real(spectrum)) + tf.math.square(tf.math.imag(spectrum))
+    power = _power(tf.signal.rfft(frames, [config.n_fft]))  # (B, T, num_bins)
 
     if config.kind == "linear":
         feats = tf.math.log(power + config.eps)  # (B, T, num_bins)

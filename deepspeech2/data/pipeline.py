@@ -259,12 +259,10 @@ def make_dataset(
         if augment is not None:
             # On normalized features: a mask's 0 is the per-bin mean (masking raw log power with 0 and
             # normalizing after turned every mask into a loud broadband band).
-            if feature_config.pitch_bins:  # VTLP and SpecAugment act on the spectral bins; the pitch-gram
-                # keeps its lags (speed perturbation already moves the pitch)
-                spectral, pitch = tf.split(feats, [feature_config.spectral_dim, feature_config.pitch_bins], -1)
-                feats = tf.concat([augment.apply_features(spectral, n, r["key"]), pitch], axis=-1)
-            else:
-                feats = augment.apply_features(feats, n, r["key"])
+            # VTLP and SpecAugment act on the spectral bins; a pitch-gram keeps its lags (speed perturbation
+            # already moves the pitch).
+            spectral, pitch = tf.split(feats, [feature_config.spectral_dim, feature_config.pitch_bins], -1)
+            feats = tf.concat([augment.apply_features(spectral, n, r["key"]), pitch], axis=-1)
         out = (feats, n, r["labels"], tf.shape(r["labels"], out_type=tf.int32)[0])
         return out + (r["text"],) if keep_text else out
 

@@ -99,13 +99,13 @@ FLITE_VOICES = {"train": (("kal16", "M", 105.0), ("awb", "M", 110.0), ("rms", "M
 ESPEAK_DEFAULT_WPM = 175
 SPEAKER_RATE = (0.85, 1.15)  # a speaker's base rate factor
 SPEAKER_PITCH = (0.8, 1.25)  # a speaker's base pitch factor
-SPEAKER_WORD_GAP = (0, 4)
+SPEAKER_WORD_GAP = (0, 4)  # espeak-ng -g: a speaker's extra pause between words, in 10 ms units
 # flite's training voices are three men; the held-out one is a woman (slt), so flite speakers past the
 # first of each voice spread the pitch up to the female range.
 FLITE_EXTRA_PITCH = (0.8, 1.7)
 # ... and their vocal tracts toward the female range: formants 0-25% higher (women's are ~15-20% above men's).
 FLITE_EXTRA_FORMANT = (1.0, 1.25)
-FORMANT_STEP_HZ = 400  # the shifted rate is rounded to this, so resampling uses small polyphase factors  # espeak-ng -g: a speaker's extra pause between words, in 10 ms units
+FORMANT_STEP_HZ = 400  # the shifted rate is rounded to this, so resampling uses small polyphase factors
 UTT_JITTER = (0.93, 1.07)  # per-utterance factor on both, around the speaker's base
 ESPEAK_AMPLITUDE = (40, 80)  # espeak-ng -a (default 100 clips some variants)
 PEAK_DBFS = (-14.0, -1.0)  # per-utterance output level: peak in dB below full scale

@@ -5,8 +5,8 @@
 # evaluated greedy and with the LM (CER first) -> export, served over gRPC, three test files transcribed
 # -> a summary table, results/zh/$(DEMO_SIZE)/demo.json and results/demo_zh.json (`test.cer_lm`,
 # `test.cer_greedy`). The knobs are the English demo's (DEMO_SIZE, TINY_HOURS, DEMO_EPOCHS,
-# DEMO_TRAIN_FLAGS, DEMO_BEAM), with Mandarin defaults where they differ, ZH_COMMON_CHARS and ZH_PITCH_BINS; the recipe is
-# examples/tiny_zh/tiny_zh.flags. What limits its accuracy: docs/experiments.md, "Mandarin".
+# DEMO_TRAIN_FLAGS, DEMO_BEAM), with Mandarin defaults where they differ, ZH_COMMON_CHARS and ZH_PITCH_BINS;
+# the recipe is examples/tiny_zh/tiny_zh.flags. What limits its accuracy: docs/experiments.md, "Mandarin".
 
 # `LANG=zh` on the command line would reach every tool as the locale; they get a UTF-8 one instead.
 override LANG := C.UTF-8
