@@ -41,7 +41,10 @@ flags.DEFINE_float("learning_rate", d["learning_rate"].default, "Peak learning r
 flags.DEFINE_integer("warmup_steps", d["warmup_steps"].default, "Linear warm-up steps.")
 flags.DEFINE_float("lr_decay", d["lr_decay"].default, "Per-epoch learning-rate factor.")
 flags.DEFINE_float("clipnorm", d["clipnorm"].default, "Global gradient-norm clip (0 = off).")
-flags.DEFINE_enum("mixed_precision", "", list(MIXED_POLICIES), "Mixed-precision policy.")
+flags.DEFINE_enum("mixed_precision", "", list(MIXED_POLICIES),
+                  "Mixed-precision policy ('' = float32). 'auto': bf16 on GPUs of compute capability 8+ and on "
+                  "CPUs with AVX512-BF16/AMX, fp16 on older tensor-core GPUs, float32 elsewhere (a CPU without "
+                  "bf16 instructions emulates them, about 2x slower).")
 flags.DEFINE_bool("jit_compile", False, "XLA-compile the model's forward and backward pass (one device).")
 flags.DEFINE_integer("checkpoint_every_steps", d["checkpoint_every_steps"].default, "Checkpoint interval.")
 flags.DEFINE_integer("log_every_steps", d["log_every_steps"].default, "Summary/log interval.")

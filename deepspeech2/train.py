@@ -60,7 +60,8 @@ from deepspeech2.vocab import Vocabulary
 logger = logging.getLogger(__name__)
 
 BENCHMARK_SKIP_STEPS = 10  # steps left out of the final throughput figure (tracing, warm-up)
-MIXED_POLICIES = ("", "mixed_bfloat16", "mixed_float16")
+MIXED_POLICIES = ("", "mixed_bfloat16", "mixed_float16", "auto")
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of CPUs with native bf16 matmuls
 OPTIMIZERS = ("adam", "sgd")
 LOG_PROGRESS_SECONDS = 30  # without a terminal, a progress line this often (not a redrawn bar)
 CUDNN_MAX_LABEL_LENGTH = 256  # cuDNN's CTC fails (an unexplained launch failure) on longer label sequences
@@ -88,7 +89,7 @@ class TrainConfig:
     warmup_steps: int = 500  # linear warm-up from 0
     lr_decay: float = 1 / 1.2  # multiply the learning rate by this after each epoch (DS2 §3.1 anneals by 1.2)
     clipnorm: float = 400.0  # global gradient-norm clip (0 = off)
-    mixed_precision: str = ""  # "", "mixed_bfloat16" or "mixed_float16"
+    mixed_precision: str = ""  # "", "mixed_bfloat16", "mixed_float16" or "auto" (`resolve_mixed_precision`)
     jit_compile: bool = False  # XLA-compile the train step
     checkpoint_every_steps: int = 500  # also at each epoch's end
     keep_checkpoints: int = 3
@@ -252,12 +253,58 @@ class _Preempted:
         signal.signal(signal.SIGTERM, self._previous)
 
 
+def _cpu_flags() -> set[str]:
+    """The CPU feature flags of /proc/cpuinfo's first processor; empty where there is no such file."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+def resolve_mixed_precision(policy: str, cpu_flags: set[str] | None = None,
+                            gpu_capabilities: list[tuple[int, int]] | None = None) -> str:
+    """The policy "auto" stands for on this machine; any other policy is returned as it is.
+
+    "auto" picks the fastest policy the hardware computes natively: "mixed_bfloat16" on GPUs of compute
+    capability 8.0 or newer and on CPUs with AVX512-BF16 or AMX (bf16 matmuls there are 1.25-2x faster than
+    fp32); "mixed_float16" on older GPUs with fp16 tensor cores (7.0+); float32 ("") everywhere else. A CPU
+    without bf16 instructions emulates them: measured on a 2-core AVX2 EPYC, the tiny recipe trained 1.9x
+    slower in mixed_bfloat16 than in float32.
+
+    Args:
+        policy: a `MIXED_POLICIES` entry.
+        cpu_flags: the CPU's feature flags; None = read /proc/cpuinfo.
+        gpu_capabilities: (major, minor) compute capability of each visible GPU; None = ask TensorFlow.
+    """
+    if policy not in MIXED_POLICIES:
+        raise ValueError(f"`mixed_precision` must be one of {MIXED_POLICIES}, got {policy!r}")
+    if policy != "auto":
+        return policy
+    if gpu_capabilities is None:
+        gpu_capabilities = [tuple(tf.config.experimental.get_device_details(gpu).get("compute_capability")
+                                  or (0, 0)) for gpu in tf.config.list_physical_devices("GPU")]
+    if gpu_capabilities:
+        oldest = min(gpu_capabilities)
+        return "mixed_bfloat16" if oldest >= (8, 0) else "mixed_float16" if oldest >= (7, 0) else ""
+    flags = _cpu_flags() if cpu_flags is None else cpu_flags
+    return "mixed_bfloat16" if flags & set(BF16_CPU_FLAGS) else ""
+
+
 def train(config: TrainConfig) -> dict:
     """Train (or resume); returns the model and a summary: steps, epochs, losses, dev WER/CER, throughput.
 
     Raises:
         ValueError / FileNotFoundError: bad inputs, or `max_bad_batches` non-finite batches in a row.
     """
+    if config.mixed_precision == "auto":
+        config = dataclasses.replace(config, mixed_precision=resolve_mixed_precision("auto"))
+        if config.verbose and _is_chief_process():
+            print(f"--mixed_precision auto: {config.mixed_precision or 'float32'} (bf16 only where the hardware "
+                  "computes it natively)", flush=True)
     previous_policy = keras.mixed_precision.global_policy()
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(config.mixed_precision)

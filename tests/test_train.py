@@ -25,6 +25,7 @@ from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.features import FeatureConfig
 from deepspeech2.model import DS1, TINY
 from deepspeech2.testing import make_manifest
+import deepspeech2.train as train_module
 from deepspeech2.train import TrainConfig, Trainer, learning_rate, train
 from deepspeech2.vocab import Vocabulary
 
@@ -190,6 +191,34 @@ def test_bf16_mixed_precision(data, tmp_path):
     # Same seed, same data: the bf16 loss is the fp32 loss within bf16 rounding.
     np.testing.assert_allclose(result["loss"], fp32["loss"], rtol=0.03)
     assert keras.mixed_precision.global_policy().name == "float32"  # restored for the rest of the process
+
+
+@pytest.mark.parametrize("cpu_flags, gpus, expected", [
+    ({"avx2", "fma"}, [], ""),  # AVX2 only: bf16 would be emulated, float32 is faster
+    ({"avx512f", "avx512_bf16"}, [], "mixed_bfloat16"),
+    ({"avx512f", "amx_bf16", "amx_tile"}, [], "mixed_bfloat16"),
+    ({"avx512f"}, [], ""),  # AVX-512 without its bf16 extension
+    ({"avx2"}, [(9, 0)], "mixed_bfloat16"),  # a GPU decides, whatever the host CPU
+    ({"avx2"}, [(7, 5)], "mixed_float16"),  # Turing: fp16 tensor cores, no bf16
+    ({"avx512_bf16"}, [(8, 0), (6, 1)], ""),  # the oldest GPU decides: a Pascal has neither
+])
+def test_auto_mixed_precision_picks_what_the_hardware_computes(cpu_flags, gpus, expected):
+    assert train_module.resolve_mixed_precision("auto", cpu_flags, gpus) == expected
+    for policy in ("", "mixed_bfloat16", "mixed_float16"):  # an explicit policy is kept as given
+        assert train_module.resolve_mixed_precision(policy, cpu_flags, gpus) == policy
+    with pytest.raises(ValueError, match="mixed_precision"):
+        train_module.resolve_mixed_precision("bf16", cpu_flags, gpus)
+
+
+def test_auto_mixed_precision_trains_with_this_machines_policy(data, tmp_path, capsys):
+    expected = train_module.resolve_mixed_precision("auto")  # this machine's CPU flags, as the trainer reads
+    config = dataclasses.replace(_config(data, tmp_path / "auto", epochs=1, mixed_precision="auto",
+                                         dev_shards=()), verbose=1)
+    result = train(config)
+    assert result["benchmark"]["fp_item"] == {"": "fp32", "mixed_bfloat16": "bf16"}[expected]
+    assert f"--mixed_precision auto: {expected or 'float32'}" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "auto" / "last" / "train_config.json").read_text())
+    assert saved["mixed_precision"] == expected  # the bundle records the policy it trained with
 
 
 def test_non_finite_batches_are_skipped_then_stop_the_job(data, tmp_path, monkeypatch):
