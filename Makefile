@@ -174,7 +174,8 @@ $(TINY)/heldout.clean.jsonl: $(TINY)/heldout.jsonl
 $(RES)/heldout_dev_greedy.json $(RES)/heldout_dev_lm.json: $(TINY)/heldout_dev.clean.jsonl
 $(RES)/heldout_greedy.json $(RES)/heldout_lm.json: $(TINY)/heldout.clean.jsonl
 
-test: deps
+# KenLM's lmplz too, as make demo builds it: without it the LM-building tests would skip.
+test: deps kenlm
 	@tools/apt-deps.sh heldout
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
