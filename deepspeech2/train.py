@@ -272,7 +272,7 @@ def resolve_mixed_precision(policy: str, cpu_flags: set[str] | None = None,
     "auto" picks the fastest policy the hardware computes natively: "mixed_bfloat16" on GPUs of compute
     capability 8.0 or newer and on CPUs with AVX512-BF16 or AMX (bf16 matmuls there are 1.25-2x faster than
     fp32); "mixed_float16" on older GPUs with fp16 tensor cores (7.0+); float32 ("") everywhere else. A CPU
-    without bf16 instructions emulates them: measured on a 2-core AVX2 EPYC, the tiny recipe trained 1.9x
+    without bf16 instructions emulates them: measured on a 2-core AVX2 EPYC, the tiny recipe trained 1.75x
     slower in mixed_bfloat16 than in float32.
 
     Args:
