@@ -93,7 +93,6 @@ def test_progress_in_a_log_is_one_line_at_a_time(capsys):
 
 
 def test_model_is_the_best_dev_epoch_and_last_the_last(data, tmp_path, monkeypatch):
-    import deepspeech2.train as train_module
 
     wers = iter([0.6, 0.4, 0.5])  # epoch 2 is the best; epoch 3 is worse
     monkeypatch.setattr(train_module, "evaluate", lambda *a, **k: (next(wers), 0.1, []))
@@ -156,7 +155,6 @@ def test_sparse_ctc_matches_tf_and_keras_reference():
 
 @pytest.mark.parametrize("label_length, uses_cudnn_path", [(256, True), (300, False)])
 def test_labels_longer_than_cudnn_allows_fall_back_to_tf_kernel(monkeypatch, label_length, uses_cudnn_path):
-    import deepspeech2.train as train_module
 
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(2, 700, 29)).astype(np.float32)
@@ -222,7 +220,6 @@ def test_auto_mixed_precision_trains_with_this_machines_policy(data, tmp_path, c
 
 
 def test_non_finite_batches_are_skipped_then_stop_the_job(data, tmp_path, monkeypatch):
-    import deepspeech2.train as train_module
 
     real = train_module.sparse_ctc_loss
 
