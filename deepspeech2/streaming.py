@@ -65,13 +65,17 @@ def check_streamable(model_config: ModelConfig, feature_config: FeatureConfig) -
     """Raise ValueError unless the model can run chunk by chunk with the same outputs as offline.
 
     Raises:
-        ValueError: a bidirectional RNN (its backward direction needs the whole utterance), MFCC features with
+        ValueError: a bidirectional RNN (its backward direction needs the whole utterance) or the utterance's
+            mean subtracted first (`utterance_cmn`), MFCC features with
             frame context (their last frames need frames that come later), or a conv whose time stride
             exceeds its kernel (it would skip input frames that have not arrived yet).
     """
     if model_config.bidirectional:
         raise ValueError("a bidirectional model can't stream: its backward RNN needs the whole utterance; "
                          "use a unidirectional model with row convolution (the ds2-streaming preset)")
+    if model_config.utterance_cmn:
+        raise ValueError("a model with `utterance_cmn` can't stream: it subtracts the mean of the whole "
+                         "utterance; train a streaming model without it")
     if feature_config.kind == "mfcc" and feature_config.mfcc_context:
         raise ValueError(f"MFCC features with `mfcc_context`={feature_config.mfcc_context} frames of context "
                          "can't stream; use linear or logmel features")

@@ -12,7 +12,7 @@ import tensorflow as tf
 from keras import ops
 
 from deepspeech2.model import (DS1, DS2_SMALL, PRESETS, TINY, BatchNormRNN, ConvFrontEnd, FullyConnected, KerasGRU,
-                               ModelConfig, RowConv, SequenceBatchNorm, build_model, ctc_loss,
+                               ModelConfig, RowConv, SequenceBatchNorm, UtteranceMeanNorm, build_model, ctc_loss,
                                gru_recurrence, log_probs, lstm_recurrence, output_length, predict_log_probs, preset,
                                rnn_recurrence)
 
@@ -69,6 +69,7 @@ LAYERS = [
     lambda: FullyConnected(8, dropout=0.1, name="fc"),
     lambda: BatchNormRNN(8, cell="lstm", bidirectional=True, batch_norm=False, name="rnn"),
     lambda: KerasGRU(8, bidirectional=True, name="gru"),
+    lambda: UtteranceMeanNorm(name="cmn"),
 ]
 
 
@@ -154,6 +155,20 @@ def test_sequence_batch_norm_gradient_matches_autodiff(shape):
 
 
 # -------------------------------------------------------------------------------------------- row conv
+
+
+def test_utterance_mean_norm_matches_numpy_and_removes_a_fixed_colouring():
+    lengths = np.array([7, 3, 0], np.int32)
+    x = _random(3, 7, 5)
+    out = UtteranceMeanNorm()(_with_garbage(x, lengths), lengths).numpy()
+    assert out.shape == (3, 12, 5)
+    for b, n in enumerate(lengths[:2]):
+        np.testing.assert_allclose(out[b, :n], x[b, :n] - x[b, :n].mean(axis=0), atol=1e-5)
+        np.testing.assert_array_equal(out[b, n:], 0)  # padding stays zero
+    np.testing.assert_array_equal(out[2], 0)  # and so does an empty row (no division by zero)
+    tilt = np.linspace(-3, 3, 5, dtype=np.float32)  # a fixed per-bin gain, in the log domain
+    coloured = UtteranceMeanNorm()(x + tilt, lengths).numpy()
+    np.testing.assert_allclose(coloured, UtteranceMeanNorm()(x, lengths).numpy(), atol=1e-5)
 
 
 def test_row_conv_matches_numpy_loop():
@@ -356,6 +371,7 @@ MODEL_CONFIGS = {
                                   conv_strides=((2, 2),), conv_padding="same", rnn_type="rnn", rnn_layers=2,
                                   rnn_units=8, row_conv_context=2),
     "cudnn_gru": dataclasses.replace(TINY, rnn_type="cudnn_gru"),
+    "tiny_cmn": dataclasses.replace(TINY, utterance_cmn=True),
 }
 
 

@@ -184,6 +184,8 @@ def test_greedy_partials_grow_as_the_offline_greedy_transcript(valid_model, wave
 def test_models_that_cannot_stream_are_refused():
     with pytest.raises(ValueError, match="bidirectional"):
         check_streamable(TINY, FeatureConfig())
+    with pytest.raises(ValueError, match="utterance_cmn"):
+        check_streamable(dataclasses.replace(SMALL_STREAMING, utterance_cmn=True), FeatureConfig())
     with pytest.raises(ValueError, match="mfcc_context"):
         check_streamable(dataclasses.replace(SMALL_STREAMING, feature_kind="mfcc", feature_dim=494),
                          FeatureConfig(kind="mfcc"))

@@ -29,6 +29,8 @@ class ModelConfig:
     feature_kind: str = "linear"  # the features the model is built for (FeatureConfig.kind); the trainer
     # refuses normalizer stats of another kind or size rather than silently resizing the input layer
     feature_dim: int = NUM_LINEAR_BINS  # input features per frame (161 linear-spectrogram bins)
+    utterance_cmn: bool = False  # subtract each utterance's mean frame first (cepstral mean normalization:
+    # a fixed channel or voice colouring goes); needs the whole utterance, so such a model can't stream
     vocab_size: int = ENGLISH_VOCAB_SIZE  # softmax size, CTC blank included (blank is id 0)
     conv_filters: tuple[int, ...] = (32, 32)  # output channels of each 2-D conv; () = no conv front end
     conv_kernel_sizes: tuple[tuple[int, int], ...] = ((3, 3), (3, 3))  # (time, freq) kernel per conv

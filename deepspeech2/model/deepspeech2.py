@@ -9,7 +9,8 @@ from keras import ops
 
 from deepspeech2.features import FeatureConfig, frame_lengths, num_frames
 from deepspeech2.model.config import ModelConfig
-from deepspeech2.model.layers import ConvFrontEnd, FullyConnected, RowConv, conv_stack_output_length
+from deepspeech2.model.layers import (ConvFrontEnd, FullyConnected, RowConv, UtteranceMeanNorm,
+                                      conv_stack_output_length)
 from deepspeech2.model.rnn import BatchNormRNN, KerasGRU
 
 
@@ -24,6 +25,8 @@ def build_model(config: ModelConfig, name: str = "deepspeech2") -> keras.Model:
     features = keras.Input((None, config.feature_dim), name="features")
     feature_lengths = keras.Input((), dtype="int32", name="feature_lengths")
     x, lengths = features, feature_lengths
+    if config.utterance_cmn:
+        x = UtteranceMeanNorm(name="utterance_cmn")(x, lengths)
     if config.conv_filters:
         x, lengths = ConvFrontEnd(config.conv_filters, config.conv_kernel_sizes, config.conv_strides,
                                   config.conv_padding, name="frontend")(x, lengths)

@@ -221,6 +221,33 @@ class SequenceBatchNorm(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="deepspeech2")
+class UtteranceMeanNorm(keras.layers.Layer):
+    """Subtract each utterance's mean frame, over its valid frames: cepstral mean normalization.
+
+    On log spectra a fixed colouring of the whole utterance (a microphone, a channel, a voice's spectral
+    tilt) is a constant added to every frame, so subtracting the utterance's per-bin mean removes it and the
+    model sees what changes over time. It needs the whole utterance, so a model with it can't stream.
+
+    Call args:
+        inputs: `(batch, time, features)` (normalized) features.
+        lengths: `(batch,)` int32 valid frames.
+
+    Returns:
+        `(batch, time, features)`: `x - mean_t(x[:length])`, zero at frames `t >= length`.
+    """
+
+    def call(self, inputs, lengths):
+        x = ops.cast(inputs, "float32")
+        mask = sequence_mask(lengths, ops.shape(x)[1], "float32")[:, :, None]  # (B, T, 1)
+        count = ops.maximum(ops.sum(mask, axis=1, keepdims=True), 1.0)  # (B, 1, 1); an empty row stays 0
+        mean = ops.sum(x * mask, axis=1, keepdims=True) / count
+        return ops.cast((x - mean) * mask, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+@keras.saving.register_keras_serializable(package="deepspeech2")
 class ConvFrontEnd(keras.layers.Layer):
     """1-3 2-D convolutions over (time, frequency), each with masked BN and clipped ReLU (DS2 §3.1, §3.2).
 
