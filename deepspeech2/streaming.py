@@ -65,9 +65,8 @@ def check_streamable(model_config: ModelConfig, feature_config: FeatureConfig) -
     """Raise ValueError unless the model can run chunk by chunk with the same outputs as offline.
 
     Raises:
-        ValueError: a bidirectional RNN (its backward direction needs the whole utterance) or the utterance's
-            mean subtracted first (`utterance_cmn`), MFCC features with
-            frame context (their last frames need frames that come later), or a conv whose time stride
+        ValueError: a bidirectional RNN or `utterance_cmn` (both need the whole utterance), MFCC features
+            with frame context (their last frames need frames that come later), or a conv whose time stride
             exceeds its kernel (it would skip input frames that have not arrived yet).
     """
     if model_config.bidirectional:

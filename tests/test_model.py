@@ -154,9 +154,6 @@ def test_sequence_batch_norm_gradient_matches_autodiff(shape):
         np.testing.assert_allclose(ours, expected, atol=1e-4)
 
 
-# -------------------------------------------------------------------------------------------- row conv
-
-
 def test_utterance_mean_norm_matches_numpy_and_removes_a_fixed_colouring():
     lengths = np.array([7, 3, 0], np.int32)
     x = _random(3, 7, 5)
@@ -169,6 +166,9 @@ def test_utterance_mean_norm_matches_numpy_and_removes_a_fixed_colouring():
     tilt = np.linspace(-3, 3, 5, dtype=np.float32)  # a fixed per-bin gain, in the log domain
     coloured = UtteranceMeanNorm()(x + tilt, lengths).numpy()
     np.testing.assert_allclose(coloured, UtteranceMeanNorm()(x, lengths).numpy(), atol=1e-5)
+
+
+# -------------------------------------------------------------------------------------------- row conv
 
 
 def test_row_conv_matches_numpy_loop():
