@@ -376,14 +376,20 @@ class Trainer:
             # Shuffled, length-bucketed epochs have no batch count known in advance: the previous epoch's
             # count is the progress bar's target.
             self.epoch_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps_of_last_epoch")
+        # Every model variable by its path, besides the model: TF's checkpoint doesn't follow the Python lists in
+        # which Keras layers keep sublayers and weights (the conv front end's convs and BatchNorms, the RNNs'
+        # recurrent kernels). The optimizer brings the trainable ones back, but the front end's BN moving
+        # statistics would restart from 0 and 1 on resume, and the model evaluate as untrained until they
+        # re-converged.
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step,
+                                              model_variables={v.path: v for v in self.model.variables},
                                               epoch=self.epoch, batch_in_epoch=self.position,
                                               best_dev_wer=self.best_wer, loss_scale=self.loss_scale,
                                               finite_steps_in_a_row=self.good_steps, steps_of_last_epoch=self.epoch_steps)
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(ckpt_dir),
                                                   max_to_keep=config.keep_checkpoints)
         if self.manager.latest_checkpoint:
-            self.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
+            _restore(self.checkpoint, self.manager.latest_checkpoint)
             logger.info("resumed from %s: step %d, epoch %d, batch %d", self.manager.latest_checkpoint,
                         int(self.step.numpy()), int(self.epoch.numpy()), int(self.position.numpy()))
             if config.verbose:
@@ -652,6 +658,16 @@ class Trainer:
             "FINAL_RESULT": round(float(np.mean(measured)), 3) if measured else 0.0, "UNIT": "sent./sec",
             "JOB_FAIL_FLAG": 0,
         }
+
+
+def _restore(checkpoint: tf.train.Checkpoint, path: str) -> None:
+    """Restore a training checkpoint. One written before the model's variables were saved by path lacks the
+    front end's BN statistics: it still resumes, with a warning."""
+    checkpoint.restore(path).assert_existing_objects_matched()
+    if not any(name.startswith("model_variables/") for name, _ in tf.train.list_variables(path)):
+        logger.warning("%s is from an older ds2-train that didn't save every model variable: the BatchNorm "
+                       "statistics of the conv front end restart from their initial values and re-converge "
+                       "during the next epoch", path)
 
 
 def evaluate(eval_fn, shard_dirs, feature_config, normalizer, vocab, pipeline: PipelineConfig,

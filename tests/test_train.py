@@ -108,6 +108,19 @@ def test_model_is_the_best_dev_epoch_and_last_the_last(data, tmp_path, monkeypat
     assert any(not np.array_equal(a, b) for a, b in zip(last, epoch2))
 
 
+def test_resume_restores_every_model_variable(data, tmp_path):
+    # The conv front end's BN moving statistics too: the optimizer tracks only trainable variables, and TF's
+    # checkpoint doesn't follow the Python lists the front end keeps its layers in.
+    run = tmp_path / "run"
+    train(_config(data, run, epochs=1))
+    saved = {w.path: w.numpy() for w in load_bundle(run / "last").model.weights}  # the checkpoint's step
+    assert any(p.startswith("frontend/") and "moving_mean" in p and np.any(v != 0) for p, v in saved.items())
+    resumed = Trainer(_config(data, run, epochs=2)).model
+    assert sorted(w.path for w in resumed.weights) == sorted(saved)
+    for w in resumed.weights:
+        np.testing.assert_array_equal(w.numpy(), saved[w.path], err_msg=w.path)
+
+
 def test_time_budget_ends_after_a_step_with_bundles_and_a_partial_record(data, tmp_path):
     run = tmp_path / "run"
     result = train(_config(data, run, epochs=3, max_train_minutes=1e-9))  # used up by the first step
