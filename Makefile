@@ -31,7 +31,7 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 #   make demo DEMO_SIZE=small    a smoke version of a few minutes: 3 minutes of audio, the tiny model
 # Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
 # are flite voices), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), DEMO_MODEL (a
-# preset or a model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
+# preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes: logmel or linear), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
 TINY_SPEAKERS ?= 300
 TINY_FLITE_SHARE ?= 0.15
@@ -39,6 +39,7 @@ TINY_FLITE_FORMANTS ?= false
 ifeq ($(DEMO_SIZE),full)
 TINY_HOURS ?= 1.5
 DEMO_MODEL ?= examples/tiny/model.json
+DEMO_FEATURE ?= logmel
 DEMO_EPOCHS ?= 12
 DEMO_TRAIN_FLAGS ?=
 DEMO_SUFFIX :=
@@ -47,6 +48,7 @@ DEMO_BEAM ?= 100
 else ifeq ($(DEMO_SIZE),small)
 TINY_HOURS ?= 0.05
 DEMO_MODEL ?= tiny
+DEMO_FEATURE ?= linear
 DEMO_EPOCHS ?= 2
 DEMO_TRAIN_FLAGS ?= --batch_size 8 --warmup_steps 10
 DEMO_SUFFIX := -small
@@ -94,8 +96,10 @@ $(TINY)/shards/%/index.json: $(TINY)/%.clean.jsonl
 $(TINY)/noise/rir.jsonl: $(TINY)/train.clean.jsonl
 	$(BIN)/ds2-prepare noise --speech_manifest $< --out $(TINY)/noise
 
-$(TINY)/mean_std.npz: $(TINY)/train.clean.jsonl
-	$(BIN)/ds2-compute-stats --manifest_paths $< --feature linear --out $@
+# The features DEMO_MODEL is built for (examples/tiny/model.json: 80 log-mel filters; the tiny preset: the
+# 161-bin spectrogram). A changed model file recomputes them, and so retrains.
+$(TINY)/mean_std.npz: $(TINY)/train.clean.jsonl $(wildcard $(DEMO_MODEL))
+	$(BIN)/ds2-compute-stats --manifest_paths $< --feature $(DEMO_FEATURE) --out $@
 
 # The tiny recipe's augmentation, pointed at this demo's noise and impulse banks.
 $(TINY)/augmentation.json: examples/tiny/augmentation.json $(TINY)/noise/rir.jsonl
