@@ -31,7 +31,7 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 #   make demo DEMO_SIZE=small    a smoke version of a few minutes: 3 minutes of audio, the tiny model
 # Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
 # are flite voices), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), DEMO_MODEL (a
-# preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes: logmel or linear), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
+# preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes; read from its model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
 TINY_SPEAKERS ?= 300
 TINY_FLITE_SHARE ?= 0.15
@@ -39,7 +39,6 @@ TINY_FLITE_FORMANTS ?= false
 ifeq ($(DEMO_SIZE),full)
 TINY_HOURS ?= 1.5
 DEMO_MODEL ?= examples/tiny/model.json
-DEMO_FEATURE ?= logmel
 DEMO_EPOCHS ?= 12
 DEMO_TRAIN_FLAGS ?=
 DEMO_SUFFIX :=
@@ -48,7 +47,6 @@ DEMO_BEAM ?= 100
 else ifeq ($(DEMO_SIZE),small)
 TINY_HOURS ?= 0.05
 DEMO_MODEL ?= tiny
-DEMO_FEATURE ?= linear
 DEMO_EPOCHS ?= 2
 DEMO_TRAIN_FLAGS ?= --batch_size 8 --warmup_steps 10
 DEMO_SUFFIX := -small
@@ -57,6 +55,9 @@ DEMO_BEAM ?= 16
 else
 $(error DEMO_SIZE must be full or small, got '$(DEMO_SIZE)')
 endif
+# The features DEMO_MODEL is built for: its model_config.json's feature_kind (examples/tiny/model.json: 80
+# log-mel filters), else DS2's 161-bin spectrogram (the presets).
+DEMO_FEATURE ?= $(or $(shell sed -n 's/.*"feature_kind": *"\([a-z]*\)".*/\1/p' $(DEMO_MODEL) 2>/dev/null),linear)
 TINY := $(DATA)/tiny$(DEMO_SUFFIX)
 RUN := runs/tiny$(DEMO_SUFFIX)
 RES := results/$(DEMO_SIZE)
@@ -96,8 +97,7 @@ $(TINY)/shards/%/index.json: $(TINY)/%.clean.jsonl
 $(TINY)/noise/rir.jsonl: $(TINY)/train.clean.jsonl
 	$(BIN)/ds2-prepare noise --speech_manifest $< --out $(TINY)/noise
 
-# The features DEMO_MODEL is built for (examples/tiny/model.json: 80 log-mel filters; the tiny preset: the
-# 161-bin spectrogram). A changed model file recomputes them, and so retrains.
+# Statistics of DEMO_FEATURE; a changed model file recomputes them, and so retrains.
 $(TINY)/mean_std.npz: $(TINY)/train.clean.jsonl $(wildcard $(DEMO_MODEL))
 	$(BIN)/ds2-compute-stats --manifest_paths $< --feature $(DEMO_FEATURE) --out $@
 
