@@ -15,7 +15,7 @@ from absl import flags
 
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.model import PRESETS, load_model_config
-from deepspeech2.train import MIXED_POLICIES, OPTIMIZERS, TrainConfig, train
+from deepspeech2.train import LR_SCHEDULES, MIXED_POLICIES, OPTIMIZERS, TrainConfig, train
 
 d = TrainConfig.__dataclass_fields__
 p = PipelineConfig()
@@ -39,7 +39,11 @@ flags.DEFINE_integer("num_buckets", p.num_buckets, "Length buckets for shuffled 
 flags.DEFINE_enum("optimizer", d["optimizer"].default, list(OPTIMIZERS), "adam, or sgd (Nesterov momentum).")
 flags.DEFINE_float("learning_rate", d["learning_rate"].default, "Peak learning rate.")
 flags.DEFINE_integer("warmup_steps", d["warmup_steps"].default, "Linear warm-up steps.")
-flags.DEFINE_float("lr_decay", d["lr_decay"].default, "Per-epoch learning-rate factor.")
+flags.DEFINE_enum("lr_schedule", d["lr_schedule"].default, list(LR_SCHEDULES),
+                  "Per-epoch anneal after warm-up: 'exponential' (times --lr_decay an epoch, DS2) or 'cosine' "
+                  "(a half cosine from the peak in the first epoch to --lr_final times it in the last).")
+flags.DEFINE_float("lr_decay", d["lr_decay"].default, "exponential: the per-epoch learning-rate factor.")
+flags.DEFINE_float("lr_final", d["lr_final"].default, "cosine: the last epoch's rate as a fraction of the peak.")
 flags.DEFINE_float("clipnorm", d["clipnorm"].default, "Global gradient-norm clip (0 = off).")
 flags.DEFINE_enum("mixed_precision", "", list(MIXED_POLICIES),
                   "Mixed-precision policy ('' = float32). 'auto': bf16 on GPUs of compute capability 8+ and on "
@@ -71,7 +75,8 @@ def main(argv):
             workdir=F.workdir, train_shards=tuple(F.train_shards), dev_shards=tuple(F.dev_shards),
             vocab_path=F.vocab, normalizer_path=F.mean_std, augmentation_path=F.augmentation, model=model,
             model_name=F.model if F.model in PRESETS else "custom", pipeline=pipeline, epochs=F.epochs, optimizer=F.optimizer,
-            learning_rate=F.learning_rate, warmup_steps=F.warmup_steps, lr_decay=F.lr_decay, clipnorm=F.clipnorm,
+            learning_rate=F.learning_rate, warmup_steps=F.warmup_steps, lr_schedule=F.lr_schedule,
+            lr_decay=F.lr_decay, lr_final=F.lr_final, clipnorm=F.clipnorm,
             mixed_precision=F.mixed_precision, jit_compile=F.jit_compile,
             checkpoint_every_steps=F.checkpoint_every_steps, log_every_steps=F.log_every_steps,
             histograms=F.histograms, init_model_path=F.init_model_path,

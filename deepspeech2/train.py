@@ -63,6 +63,7 @@ BENCHMARK_SKIP_STEPS = 10  # steps left out of the final throughput figure (trac
 MIXED_POLICIES = ("", "mixed_bfloat16", "mixed_float16", "auto")
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of CPUs with native bf16 matmuls
 OPTIMIZERS = ("adam", "sgd")
+LR_SCHEDULES = ("exponential", "cosine")
 LOG_PROGRESS_SECONDS = 30  # without a terminal, a progress line this often (not a redrawn bar)
 CUDNN_MAX_LABEL_LENGTH = 256  # cuDNN's CTC fails (an unexplained launch failure) on longer label sequences
 FP16_INITIAL_SCALE = 2.0**15  # dynamic loss scaling for mixed_float16, as Keras's LossScaleOptimizer
@@ -87,7 +88,10 @@ class TrainConfig:
     learning_rate: float = 5e-4  # peak learning rate, reached after warm-up
     momentum: float = 0.99  # sgd only (DS2 §3.1)
     warmup_steps: int = 500  # linear warm-up from 0
-    lr_decay: float = 1 / 1.2  # multiply the learning rate by this after each epoch (DS2 §3.1 anneals by 1.2)
+    lr_schedule: str = "exponential"  # "exponential": times `lr_decay` an epoch (DS2); "cosine": a half cosine
+    # from the peak in the first epoch to `lr_final` times it in the last (`epochs` sets its length)
+    lr_decay: float = 1 / 1.2  # exponential: multiply the learning rate by this after each epoch (DS2 §3.1: 1.2)
+    lr_final: float = 0.02  # cosine: the last epoch's rate as a fraction of the peak
     clipnorm: float = 400.0  # global gradient-norm clip (0 = off)
     mixed_precision: str = ""  # "", "mixed_bfloat16", "mixed_float16" or "auto" (`resolve_mixed_precision`)
     jit_compile: bool = False  # XLA-compile the train step
@@ -117,8 +121,12 @@ class TrainConfig:
                 raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"`learning_rate` must be > 0, got {self.learning_rate!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"`lr_schedule` must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
         if not 0 < self.lr_decay <= 1:
             raise ValueError(f"`lr_decay` must be in (0, 1], got {self.lr_decay!r}")
+        if not 0 <= self.lr_final <= 1:
+            raise ValueError(f"`lr_final` must be in [0, 1], got {self.lr_final!r}")
         if not self.max_train_minutes >= 0:
             raise ValueError(f"`max_train_minutes` must be >= 0 (0 = no budget), got {self.max_train_minutes!r}")
 
@@ -130,15 +138,25 @@ class TrainConfig:
 
 def learning_rate(config: TrainConfig, step, epoch):
     """The learning rate at global `step` (0-based) in `epoch` (0-based): linear warm-up to the peak over
-    `warmup_steps`, times `lr_decay ** epoch` (DS2 §3.1 anneals by 1.2 after each epoch).
+    `warmup_steps`, times the epoch's anneal factor: `lr_decay ** epoch` (DS2 §3.1 anneals by 1.2 after each
+    epoch), or for `lr_schedule="cosine"` a half cosine from 1 in the first epoch to `lr_final` in the last
+    (epoch `epochs - 1`; later epochs of a run extended on resume stay at `lr_final`).
 
     Tied to the real epoch counter, so the anneal follows the data whatever the batch size, `batch_frames`
-    or replica count. Works on Python numbers and on tensors.
+    or replica count, and a resumed run continues the same curve. Works on Python numbers and on tensors.
     """
+    span = max(config.epochs - 1, 1)
     if isinstance(step, (int, float)) and isinstance(epoch, (int, float)):
-        return config.learning_rate * min(1.0, (step + 1) / max(config.warmup_steps, 1)) * config.lr_decay**epoch
+        warm = min(1.0, (step + 1) / max(config.warmup_steps, 1))
+        if config.lr_schedule == "cosine":
+            cos = 0.5 * (1.0 + math.cos(math.pi * min(epoch / span, 1.0)))
+            return config.learning_rate * warm * (config.lr_final + (1.0 - config.lr_final) * cos)
+        return config.learning_rate * warm * config.lr_decay**epoch
     step, epoch = tf.cast(step, tf.float32), tf.cast(epoch, tf.float32)
     warm = tf.minimum(1.0, (step + 1.0) / max(config.warmup_steps, 1))
+    if config.lr_schedule == "cosine":
+        cos = 0.5 * (1.0 + tf.cos(math.pi * tf.minimum(epoch / span, 1.0)))
+        return config.learning_rate * warm * (config.lr_final + (1.0 - config.lr_final) * cos)
     return config.learning_rate * warm * tf.pow(config.lr_decay, epoch)
 
 
