@@ -297,6 +297,15 @@ def test_many_training_speakers_reuse_variants_with_other_accents():
     assert max(extras) - min(extras) > 0.15
 
 
+def test_dev_and_test_voices_do_not_depend_on_the_training_size():
+    # A corpus of more hours, speakers or flite voices is compared on the same dev and test voices.
+    base = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))
+    for kw in ({"train_speakers": 600}, {"train_speakers": 300, "flite_share": 0.4}, {"train_speakers": 40}):
+        other = tiny.make_speakers(TinyCorpusConfig(out_dir="x", **kw))
+        assert other["dev"] == base["dev"] and other["test"] == base["test"], kw
+        assert len(other["train"]) == kw["train_speakers"]
+
+
 def test_flite_formant_shift_keeps_duration_and_pitch():
     """A formant factor k raises the spectrum k times; duration and F0 stay what was asked (measured on real
     flite output: F0 from the pitch-gram's first ridge, the spectral centroid from the power spectrum)."""

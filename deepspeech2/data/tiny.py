@@ -495,7 +495,10 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
                         ZH_VOICES[0], zh_voice)
         accents = {s: [zh_voice] for s in SPLITS}
     out = {}
-    for split in SPLITS:
+    for k, split in enumerate(SPLITS):
+        # Each split draws its speakers' rates, pitches and word gaps from its own stream, so that dev and
+        # test stay the same voices whatever the size of training (`train_speakers`, `flite_share`).
+        rng = np.random.default_rng([config.seed, 1, k])
         # Each variant once, with the split's accents in turn; training can ask for more speakers than it
         # has variants: then further (accent, variant) pairs, every variant with every accent before any
         # pair repeats (a repeated pair gets a numbered id and its own rate, pitch and word gap).

@@ -15,10 +15,12 @@ export LANG
 # Mandarin defaults (a knob given on the command line wins).
 ifeq ($(DEMO_SIZE),full)
 ZH_EPOCHS := $(if $(filter command line,$(origin DEMO_EPOCHS)),$(DEMO_EPOCHS),12)
+ZH_HOURS := $(if $(filter command line,$(origin TINY_HOURS)),$(TINY_HOURS),1.5)
 ZH_GRID := --alpha_from 0 --alpha_to 1.5 --num_alphas 7 --beta_from 0 --beta_to 3 --num_betas 7
 ZH_MODEL := examples/tiny_zh/model.json
 else
 ZH_EPOCHS := $(DEMO_EPOCHS)
+ZH_HOURS := $(TINY_HOURS)
 ZH_GRID := $(DEMO_GRID)
 ZH_MODEL := tiny
 endif
@@ -41,8 +43,8 @@ ZH_DATA := $(foreach s,$(SPLITS),$(ZH)/shards/$(s)/index.json) $(ZH)/mean_std.np
 demo-zh-data: $(ZH_DATA)
 
 $(ZH)/train.jsonl: | deps
-	$(STAGE) "[1/8] tiny Mandarin corpus: $(TINY_HOURS) h of fortunes-zh read by espeak-ng's Mandarin voice"
-	$(BIN)/ds2-prepare tiny --language zh --out $(ZH) --hours $(TINY_HOURS) --common_chars $(ZH_COMMON_CHARS)
+	$(STAGE) "[1/8] tiny Mandarin corpus: $(ZH_HOURS) h of fortunes-zh read by espeak-ng's Mandarin voice"
+	$(BIN)/ds2-prepare tiny --language zh --out $(ZH) --hours $(ZH_HOURS) --common_chars $(ZH_COMMON_CHARS)
 
 # Characters, with <unk> for those training never had (test text always has some).
 $(ZH)/vocab.txt: $(ZH)/train.jsonl
