@@ -17,11 +17,13 @@ the same global batch.
 
 Work directory layout:
     checkpoints/   tf.train checkpoints, every `checkpoint_every_steps` and at each epoch end
-    model/         the bundle of the epoch with the best dev WER (DS2 §5; the last epoch without dev data)
+    model/         the bundle of the epoch with the best dev WER (DS2 §5), or CER for a vocabulary without
+                   spaces (Mandarin: a sentence is one "word"); the last epoch without dev data
     last/          the bundle of the last finished epoch, or of the step `max_train_minutes` ended on
                    (`deepspeech2.bundle`)
     tensorboard/   train/ and dev/ event files
-    epochs.json    one record per finished epoch: mean train loss, dev WER/CER, time (what the PNG shows);
+    epochs.json    one record per finished epoch: mean train loss, dev WER/CER, time, and the loss of each
+                   block of `log_every_steps` steps within it (`loss_curve`: [epochs done, loss]; the PNG);
                    a run stopped by `max_train_minutes` adds one for its unfinished epoch ("partial": true)
     learning_curve.png
 """
@@ -387,7 +389,10 @@ class Trainer:
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
             self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
             self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="batch_in_epoch")
-            self.best_wer = tf.Variable(math.inf, dtype=tf.float64, trainable=False, name="best_dev_wer")
+            # The best dev error so far: WER, or CER for a vocabulary without spaces (`best_metric`). The
+            # checkpoint keeps the variable's old name.
+            self.best_metric = "wer" if self.vocab.spaced else "cer"
+            self.best_error = tf.Variable(math.inf, dtype=tf.float64, trainable=False, name="best_dev_wer")
             fp16 = config.mixed_precision == "mixed_float16"
             self.loss_scale = tf.Variable(FP16_INITIAL_SCALE if fp16 else 1.0, trainable=False, name="loss_scale")
             self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="finite_steps_in_a_row")
@@ -402,7 +407,7 @@ class Trainer:
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step,
                                               model_variables={v.path: v for v in self.model.variables},
                                               epoch=self.epoch, batch_in_epoch=self.position,
-                                              best_dev_wer=self.best_wer, loss_scale=self.loss_scale,
+                                              best_dev_wer=self.best_error, loss_scale=self.loss_scale,
                                               finite_steps_in_a_row=self.good_steps, steps_of_last_epoch=self.epoch_steps)
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(ckpt_dir),
                                                   max_to_keep=config.keep_checkpoints)
@@ -435,6 +440,10 @@ class Trainer:
         done = int(self.epoch.numpy())
         self.epochs = [e for e in _read_epochs(workdir) if e["epoch"] <= done] if self.chief else []
         self.epoch_loss = [0.0, 0]  # this epoch's (sum, count) of applied steps' losses
+        # The loss within the epoch for the learning curve: (batch in epoch, mean loss) of each block of
+        # `log_every_steps` applied steps, and the block being summed.
+        self.loss_blocks: list[tuple[int, float]] = []
+        self.loss_block = [0.0, 0]
 
     # -- the step ---------------------------------------------------------------------------------------
 
@@ -531,7 +540,8 @@ class Trainer:
             self.dev_writer.flush()
         return {"benchmark": self.benchmark_result(), "step": int(self.step.numpy()),
                 "epoch": int(self.epoch.numpy()), "skipped_batches": self.skipped_batches,
-                "infeasible_utterances": self.infeasible, "best_dev_wer": float(self.best_wer.numpy()),
+                "infeasible_utterances": self.infeasible, "best_dev_error": float(self.best_error.numpy()),
+                "best_dev_metric": self.best_metric,
                 "model": self.model, **self.history}
 
     def _run_epoch(self, epoch: int, preempted: _Preempted, handler) -> bool:
@@ -584,6 +594,7 @@ class Trainer:
                 self.timings.append(ips)
                 self.history["loss"].append(loss)
                 self.epoch_loss = [self.epoch_loss[0] + loss, self.epoch_loss[1] + 1]
+                self._add_to_loss_curve(loss)
                 self.history["lr"].append(lr)
                 self.history["grad_norm"].append(grad_norm)
                 bar.update(int(self.position.numpy()), [("loss", loss), ("lr", lr), ("ips", ips)])
@@ -612,6 +623,13 @@ class Trainer:
         self.epoch_seconds = time.perf_counter() - t_epoch
         return False
 
+    def _add_to_loss_curve(self, loss: float, flush: bool = False) -> None:
+        if not flush:
+            self.loss_block = [self.loss_block[0] + loss, self.loss_block[1] + 1]
+        if self.loss_block[1] and (flush or self.loss_block[1] >= self.config.log_every_steps):
+            self.loss_blocks.append((int(self.position.numpy()), self.loss_block[0] / self.loss_block[1]))
+            self.loss_block = [0.0, 0]
+
     def _log_step(self, epoch, step, loss, lr, grad_norm, dt, ips, benchmark):
         with self.train_writer.as_default(step=step):
             tf.summary.scalar("loss", loss)
@@ -623,18 +641,19 @@ class Trainer:
                   f"batch_cost: {dt:.4f} s, ips: {ips:.3f} sent./sec", flush=True)
 
     def _end_epoch(self, epoch: int, finished: bool = True) -> None:
-        """Evaluate on dev, write the bundles (last/, and model/ when dev WER is the best so far), then
+        """Evaluate on dev, write the bundles (last/, and model/ when the dev error is the best so far), then
         advance the epoch and checkpoint, so a restart begins the next epoch.
 
         An unfinished epoch (the time budget ran out) is evaluated and saved the same way, its record marked
         "partial", but the epoch is not advanced: a restart goes on from the checkpoint's batch."""
         config, chief, step = self.config, self.chief, int(self.step.numpy())
-        dev_wer = None
+        dev_wer = dev_error = None
         if config.dev_shards:
             dev_wer, dev_cer, examples = evaluate(self.eval_fn, config.dev_shards, self.feature_config,
                                                   self.normalizer, self.vocab, self.pipeline, config.num_examples)
             self.history["dev_wer"].append(dev_wer)
             self.history["dev_cer"].append(dev_cer)
+            dev_error = dev_wer if self.best_metric == "wer" else dev_cer
             if chief:
                 with self.dev_writer.as_default(step=step):
                     tf.summary.scalar("wer", dev_wer)
@@ -650,19 +669,22 @@ class Trainer:
                     for w in self.model.weights:
                         tf.summary.histogram(w.path, w)
             self._save(self.workdir / "last")
-            if dev_wer is None or dev_wer < float(self.best_wer.numpy()):
+            if dev_error is None or dev_error < float(self.best_error.numpy()):
                 self._save(self.workdir / "model")
             loss_sum, count = self.epoch_loss
+            self._add_to_loss_curve(0.0, flush=True)
+            batches = max(int(self.position.numpy()), 1)  # x: epochs done at the block's last batch
+            curve = [[round(epoch + min(b / batches, 1.0), 4), round(v, 4)] for b, v in self.loss_blocks]
             self.epochs.append({"epoch": epoch + 1, "step": step, "train_loss": loss_sum / count if count else None,
                                 "dev_wer": dev_wer, "dev_cer": self.history["dev_cer"][-1] if dev_wer is not None
                                 else None, "seconds": round(getattr(self, "epoch_seconds", 0.0), 1),
-                                "learning_rate": learning_rate(config, step, epoch),
+                                "learning_rate": learning_rate(config, step, epoch), "loss_curve": curve,
                                 **({} if finished else {"partial": True})})
             write_json(self.workdir / "epochs.json", self.epochs)
             plot_learning_curve(self.epochs, self.workdir / "learning_curve.png")
-        self.epoch_loss = [0.0, 0]
-        if dev_wer is not None:
-            self.best_wer.assign(min(dev_wer, float(self.best_wer.numpy())))
+        self.epoch_loss, self.loss_blocks, self.loss_block = [0.0, 0], [], [0.0, 0]
+        if dev_error is not None:
+            self.best_error.assign(min(dev_error, float(self.best_error.numpy())))
         if finished:
             self.epoch.assign_add(1)
             self.position.assign(0)
@@ -769,10 +791,17 @@ def plot_learning_curve(epochs: list[dict], png: str | Path) -> None:
 
     x = [e["epoch"] for e in epochs]
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    ax.plot(x, [e["train_loss"] for e in epochs], "o-", color="tab:blue", label="train loss (CTC, mean)")
+    curve = [point for e in epochs for point in e.get("loss_curve") or ()]  # x in epochs done
+    if curve:  # within each epoch, so that a run of few long epochs still shows how it learned
+        ax.plot([c[0] for c in curve], [c[1] for c in curve], "-", color="tab:blue", alpha=0.35, lw=1,
+                label="train loss (CTC, blocks of steps)")
+    ax.plot(x, [e["train_loss"] for e in epochs], "o-", color="tab:blue", label="train loss (CTC, epoch mean)")
     ax.set_xlabel("epoch")
     ax.set_ylabel("train loss", color="tab:blue")
-    ax.set_xticks(x)
+    ax.set_xticks(([0] if curve else []) + x)
+    means = [e["train_loss"] for e in epochs if e["train_loss"] is not None]
+    if curve and means:  # the first blocks' loss (an untrained model) would flatten the rest
+        ax.set_ylim(0, 1.5 * max(means))
     handles = ax.get_legend_handles_labels()
     if any(e["dev_wer"] is not None for e in epochs):
         err = ax.twinx()

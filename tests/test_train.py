@@ -59,7 +59,7 @@ def test_train_two_epochs_writes_bundles(data, tmp_path):
     result = train(_config(data, tmp_path / "run", epochs=2))
     assert result["epoch"] == 2 and result["step"] == 8  # 16 utterances / 4, twice
     assert len(result["dev_wer"]) == 2 and len(result["loss"]) == 8
-    assert result["best_dev_wer"] == min(result["dev_wer"])
+    assert result["best_dev_error"] == min(result["dev_wer"]) and result["best_dev_metric"] == "wer"
     for name in ("model", "last"):
         bundle = load_bundle(tmp_path / "run" / name)
         assert sorted(p.name for p in bundle.path.iterdir()) == sorted(
@@ -79,6 +79,17 @@ def test_train_two_epochs_writes_bundles(data, tmp_path):
     assert [e["epoch"] for e in epochs] == [1, 2] and [e["dev_wer"] for e in epochs] == result["dev_wer"]
     assert epochs[0]["train_loss"] == pytest.approx(np.mean(result["loss"][:4]))
     assert (tmp_path / "run" / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_learning_curve_has_the_loss_within_each_epoch(data, tmp_path):
+    # 4 steps an epoch in blocks of 3: a block of 3 and the flushed last step, at epochs done 0.75 and 1.
+    result = train(_config(data, tmp_path / "run", epochs=2, log_every_steps=3))
+    epochs = json.loads((tmp_path / "run" / "epochs.json").read_text())
+    loss = result["loss"]
+    expected = [[[0.75, np.mean(loss[0:3])], [1.0, loss[3]]], [[1.75, np.mean(loss[4:7])], [2.0, loss[7]]]]
+    for record, want in zip(epochs, expected):
+        assert [c[0] for c in record["loss_curve"]] == [w[0] for w in want]
+        assert [c[1] for c in record["loss_curve"]] == pytest.approx([w[1] for w in want], abs=1e-3)
 
 
 def test_progress_in_a_log_is_one_line_at_a_time(capsys):
@@ -101,11 +112,27 @@ def test_model_is_the_best_dev_epoch_and_last_the_last(data, tmp_path, monkeypat
     epoch2 = _weights(load_bundle(run / "last").model)
     np.testing.assert_array_equal(epoch2[0], _weights(load_bundle(run / "model").model)[0])
     result = train(_config(data, run, epochs=3))  # resumes: the best WER so far comes from the checkpoint
-    assert result["best_dev_wer"] == pytest.approx(0.4)
+    assert result["best_dev_error"] == pytest.approx(0.4)
     best, last = _weights(load_bundle(run / "model").model), _weights(load_bundle(run / "last").model)
     for a, b in zip(best, epoch2):
         np.testing.assert_array_equal(a, b)
     assert any(not np.array_equal(a, b) for a, b in zip(last, epoch2))
+
+
+def test_without_spaces_the_model_is_the_best_dev_cer_epoch(data, tmp_path, monkeypatch):
+    # Mandarin: a sentence is one "word", so WER ties at ~100% while CER falls; the best CER must win.
+    from deepspeech2.vocab import Vocabulary
+
+    monkeypatch.setattr(Vocabulary, "spaced", property(lambda self: False))
+    scores = iter([(0.95, 0.5), (0.95, 0.3), (0.95, 0.4)])  # epoch 2 has the best CER
+    monkeypatch.setattr(train_module, "evaluate", lambda *a, **k: (*next(scores), []))
+    run = tmp_path / "run"
+    result = train(_config(data, run, epochs=2))
+    epoch2 = _weights(load_bundle(run / "last").model)
+    result = train(_config(data, run, epochs=3))
+    assert result["best_dev_metric"] == "cer" and result["best_dev_error"] == pytest.approx(0.3)
+    for a, b in zip(_weights(load_bundle(run / "model").model), epoch2):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_resume_restores_every_model_variable(data, tmp_path):
