@@ -15,7 +15,7 @@ import sys
 from absl import flags
 
 from deepspeech2.decode.beam import check_lm_files
-from deepspeech2.decode.tune import TuneConfig, default_metric, plot_error_surface, save_result, tune
+from deepspeech2.decode.tune import TuneConfig, plot_error_surface, save_result, tune
 
 try:
     from . import _decoding
@@ -56,7 +56,7 @@ def main(argv):
 
         dev = manifest_log_probs(FLAGS.model_dir, FLAGS.manifest, FLAGS.num_batches * FLAGS.batch_size,
                                  FLAGS.batch_size, FLAGS.seed)
-        metric = (FLAGS.error_rate_type or default_metric(dev.vocab)).upper()
+        metric = (FLAGS.error_rate_type or dev.vocab.metric).upper()
         result = tune(dev.log_probs, dev.references, dev.vocab, grid, decoder,
                       on_point=lambda a, b, error: print(f"alpha {a:.4g} beta {b:.4g}: {metric} {100 * error:.2f}%",
                                                          flush=True))

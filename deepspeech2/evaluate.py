@@ -151,7 +151,7 @@ def evaluate(config: EvalConfig) -> dict:
         "manifests": [str(m) for m in config.manifests],
         "decoder": config.decoder.to_dict(),
         "language_spaced": spaced,
-        "headline_metric": headline_metric(bundle.vocab),
+        "headline_metric": bundle.vocab.metric,
         "totals": {**totals, "skipped": len(acoustic.skipped), "scored": len(ok)},
         "out_of_vocabulary": out_of_vocabulary(references, hypotheses, bundle.vocab),
         "groups": {key: _groups(per_utterance, references, hypotheses, key, spaced) for key in config.group_by},
@@ -170,11 +170,6 @@ def evaluate(config: EvalConfig) -> dict:
     if config.report_path:
         write_json(config.report_path, report)
     return report
-
-
-def headline_metric(vocab: Vocabulary) -> str:
-    """"wer" for a vocabulary with a space (English), "cer" for one without (Mandarin)."""
-    return "wer" if vocab.spaced else "cer"
 
 
 def out_of_vocabulary(references: Sequence[str], hypotheses: Sequence[str], vocab: Vocabulary) -> dict:

@@ -389,9 +389,8 @@ class Trainer:
             self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
             self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
             self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="batch_in_epoch")
-            # The best dev error so far: WER, or CER for a vocabulary without spaces (`best_metric`). The
-            # checkpoint keeps the variable's old name.
-            self.best_metric = "wer" if self.vocab.spaced else "cer"
+            # The best dev error so far, by the vocabulary's metric (WER; CER without spaces). The checkpoint
+            # keeps the variable's old name.
             self.best_error = tf.Variable(math.inf, dtype=tf.float64, trainable=False, name="best_dev_wer")
             fp16 = config.mixed_precision == "mixed_float16"
             self.loss_scale = tf.Variable(FP16_INITIAL_SCALE if fp16 else 1.0, trainable=False, name="loss_scale")
@@ -541,7 +540,7 @@ class Trainer:
         return {"benchmark": self.benchmark_result(), "step": int(self.step.numpy()),
                 "epoch": int(self.epoch.numpy()), "skipped_batches": self.skipped_batches,
                 "infeasible_utterances": self.infeasible, "best_dev_error": float(self.best_error.numpy()),
-                "best_dev_metric": self.best_metric,
+                "best_dev_metric": self.vocab.metric,
                 "model": self.model, **self.history}
 
     def _run_epoch(self, epoch: int, preempted: _Preempted, handler) -> bool:
@@ -594,7 +593,9 @@ class Trainer:
                 self.timings.append(ips)
                 self.history["loss"].append(loss)
                 self.epoch_loss = [self.epoch_loss[0] + loss, self.epoch_loss[1] + 1]
-                self._add_to_loss_curve(loss)
+                self.loss_block = [self.loss_block[0] + loss, self.loss_block[1] + 1]
+                if self.loss_block[1] >= config.log_every_steps:
+                    self._close_loss_block()
                 self.history["lr"].append(lr)
                 self.history["grad_norm"].append(grad_norm)
                 bar.update(int(self.position.numpy()), [("loss", loss), ("lr", lr), ("ips", ips)])
@@ -623,12 +624,12 @@ class Trainer:
         self.epoch_seconds = time.perf_counter() - t_epoch
         return False
 
-    def _add_to_loss_curve(self, loss: float, flush: bool = False) -> None:
-        if not flush:
-            self.loss_block = [self.loss_block[0] + loss, self.loss_block[1] + 1]
-        if self.loss_block[1] and (flush or self.loss_block[1] >= self.config.log_every_steps):
-            self.loss_blocks.append((int(self.position.numpy()), self.loss_block[0] / self.loss_block[1]))
-            self.loss_block = [0.0, 0]
+    def _close_loss_block(self) -> None:
+        """Add the block of steps summed so far to the epoch's loss curve, at the batch it ended on."""
+        total, count = self.loss_block
+        if count:
+            self.loss_blocks.append((int(self.position.numpy()), total / count))
+        self.loss_block = [0.0, 0]
 
     def _log_step(self, epoch, step, loss, lr, grad_norm, dt, ips, benchmark):
         with self.train_writer.as_default(step=step):
@@ -653,7 +654,7 @@ class Trainer:
                                                   self.normalizer, self.vocab, self.pipeline, config.num_examples)
             self.history["dev_wer"].append(dev_wer)
             self.history["dev_cer"].append(dev_cer)
-            dev_error = dev_wer if self.best_metric == "wer" else dev_cer
+            dev_error = dev_wer if self.vocab.metric == "wer" else dev_cer
             if chief:
                 with self.dev_writer.as_default(step=step):
                     tf.summary.scalar("wer", dev_wer)
@@ -672,7 +673,7 @@ class Trainer:
             if dev_error is None or dev_error < float(self.best_error.numpy()):
                 self._save(self.workdir / "model")
             loss_sum, count = self.epoch_loss
-            self._add_to_loss_curve(0.0, flush=True)
+            self._close_loss_block()
             batches = max(int(self.position.numpy()), 1)  # x: epochs done at the block's last batch
             curve = [[round(epoch + min(b / batches, 1.0), 4), round(v, 4)] for b, v in self.loss_blocks]
             self.epochs.append({"epoch": epoch + 1, "step": step, "train_loss": loss_sum / count if count else None,

@@ -158,6 +158,13 @@ class Vocabulary:
         decodes with a character LM and is scored by CER."""
         return " " in self._ids
 
+    @property
+    def metric(self) -> str:
+        """The error rate that ranks models, tunes the decoder and heads reports: "wer" with a space
+        (English), else "cer" (Mandarin: without word boundaries a sentence is one "word", and DS2 §6.2
+        reports Mandarin by CER)."""
+        return "wer" if self.spaced else "cer"
+
     def tokens(self) -> list[str]:
         """What each id decodes to, in id order: the blank as "" (the convention pyctcdecode expects for
         labels), `<unk>` as `UNK_CHAR`."""

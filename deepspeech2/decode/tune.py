@@ -93,12 +93,6 @@ class TuneResult:
         return d
 
 
-def default_metric(vocab: Vocabulary) -> str:
-    """The error rate to minimise for a vocabulary: WER with a space (English), else CER (Mandarin: without
-    word boundaries a "word" error is a character error, and DS2 §6.2 reports Mandarin by CER)."""
-    return "wer" if vocab.spaced else "cer"
-
-
 _state: tuple | None = None  # (search, candidates, references, metric): set before the pool forks
 
 
@@ -140,7 +134,7 @@ def tune(log_probs: Sequence[np.ndarray], references: Sequence[str], vocab: Voca
     if decoder_config.kind != "beam" or not decoder_config.lm_path:
         raise ValueError("tuning alpha and beta needs beam search with an LM: set `kind`='beam' and `lm_path` "
                          f"(got kind={decoder_config.kind!r}, lm_path={decoder_config.lm_path!r})")
-    metric = default_metric(vocab) if config.metric == "auto" else config.metric
+    metric = vocab.metric if config.metric == "auto" else config.metric
     search = BeamSearch(decoder_config, vocab)
     candidates = [candidate_log_probs(np.asarray(lp), decoder_config) for lp in log_probs]
     points = [(i, j, float(a), float(b)) for i, a in enumerate(config.alphas) for j, b in enumerate(config.betas)]
