@@ -48,6 +48,8 @@ flags.DEFINE_integer("train_speakers", 40, "tiny: training voices (beyond the es
 flags.DEFINE_float("flite_share", 0.0, "tiny: at least this fraction of the training voices are flite's.")
 flags.DEFINE_bool("flite_formants", False, "tiny: the extra flite voices (past --flite_share's first three) "
                   "also get formants up to 25% higher, toward the female range.")
+flags.DEFINE_float("flite_female", 0.0, "tiny: this share of the extra flite voices get a woman's formants "
+                   "(12-25% higher) and pitch (160-230 Hz) together.")
 flags.DEFINE_integer("common_chars", 0, "tiny --language zh: only sentences made of fortunes-zh's N most "
                      "frequent characters (0: all).")
 flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
@@ -119,6 +121,7 @@ def _prepare(command: str, args: list[str]) -> int:
                                                   language=FLAGS.language, num_workers=FLAGS.num_workers,
                                                   train_speakers=FLAGS.train_speakers,
                                                   flite_share=FLAGS.flite_share, flite_formants=FLAGS.flite_formants,
+                                                  flite_female=FLAGS.flite_female,
                                                   common_chars=FLAGS.common_chars))
     elif command == "noise":
         from deepspeech2.data.noise import prepare_noise

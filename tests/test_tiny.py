@@ -297,6 +297,22 @@ def test_many_training_speakers_reuse_variants_with_other_accents():
     assert max(extras) - min(extras) > 0.15
 
 
+def test_flite_female_gives_extra_flite_speakers_a_womans_formants_and_pitch_together():
+    base = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, flite_share=0.2))
+    female = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, flite_share=0.2, flite_female=0.5))
+    assert female["dev"] == base["dev"] and female["test"] == base["test"]
+    moved = [(b, f) for b, f in zip(base["train"], female["train"]) if b != f]
+    assert all(b.id == f.id for b, f in zip(base["train"], female["train"]))
+    assert 25 <= len(moved) <= 55  # about half of the 77 extra flite speakers
+    for b, f in moved:
+        assert b.engine == "flite" and b.id not in ("flite-kal16", "flite-awb", "flite-rms")
+        assert (b.gender, f.gender) == ("M", "F")
+        assert 1.12 <= f.formant <= 1.25 and 1.5 <= f.pitch <= 2.1  # both raised, not one or the other
+        assert dataclasses.replace(f, gender="M", formant=1.0, pitch=b.pitch) == b  # nothing else moves
+    with pytest.raises(ValueError, match="`flite_female` must be in"):
+        TinyCorpusConfig(out_dir="x", flite_female=1.5)
+
+
 def test_dev_and_test_voices_do_not_depend_on_the_training_size():
     # A corpus of more hours, speakers or flite voices is compared on the same dev and test voices.
     base = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))

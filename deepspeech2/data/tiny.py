@@ -105,6 +105,10 @@ SPEAKER_WORD_GAP = (0, 4)  # espeak-ng -g: a speaker's extra pause between words
 FLITE_EXTRA_PITCH = (0.8, 1.7)
 # ... and their vocal tracts toward the female range: formants 0-25% higher (women's are ~15-20% above men's).
 FLITE_EXTRA_FORMANT = (1.0, 1.25)
+# A woman's vocal tract for `flite_female` of the extra flite speakers: formants and pitch raised together
+# (E8's formants alone, with the pitch drawn apart, left most shifted speakers neither man nor woman).
+FLITE_FEMALE_FORMANT = (1.12, 1.25)
+FLITE_FEMALE_PITCH = (1.5, 2.1)  # x the voice's F0 (kal16 105 Hz, awb 110 Hz): 160-230 Hz
 FORMANT_STEP_HZ = 400  # the shifted rate is rounded to this, so resampling uses small polyphase factors
 UTT_JITTER = (0.93, 1.07)  # per-utterance factor on both, around the speaker's base
 ESPEAK_AMPLITUDE = (40, 80)  # espeak-ng -a (default 100 clips some variants)
@@ -147,6 +151,8 @@ class TinyCorpusConfig:
     # three training voices again with other rates and pitches); 0: each training flite voice once
     flite_formants: bool = False  # en: those extra flite speakers also get formants up to 25% higher
     # (FLITE_EXTRA_FORMANT), toward the female range none of flite's training voices has
+    flite_female: float = 0.0  # en: this share of the extra flite speakers get a woman's formants and pitch
+    # together (FLITE_FEMALE_FORMANT, FLITE_FEMALE_PITCH): flite's three training voices are men
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
     progress: bool = True  # show a tqdm bar per split
 
@@ -163,6 +169,8 @@ class TinyCorpusConfig:
             raise ValueError(f"`num_workers` must be an integer >= 1, got {self.num_workers!r}")
         if not 0 <= self.flite_share < 1:
             raise ValueError(f"`flite_share` must be in [0, 1), got {self.flite_share!r}")
+        if not 0 <= self.flite_female <= 1:
+            raise ValueError(f"`flite_female` must be in [0, 1], got {self.flite_female!r}")
         if not 1 <= self.min_words <= self.max_words:
             raise ValueError(f"need 1 <= `min_words` <= `max_words`, got {self.min_words!r} and {self.max_words!r}")
         if not 1 <= self.min_chars <= self.max_chars:
@@ -474,6 +482,7 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
     """
     rng = np.random.default_rng([config.seed, 1])
     formant_rng = np.random.default_rng([config.seed, 4])  # its own draws: the other speakers stay the same
+    female_rng = np.random.default_rng([config.seed, 5])  # likewise
     female, male = _available_variants(espeak)
     voices = _espeak_voices(espeak)
     en = config.language == "en"
@@ -527,6 +536,10 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
             pitch = float(rng.uniform(*(SPEAKER_PITCH if seen[name] == 1 else FLITE_EXTRA_PITCH)))
             extra = seen[name] > 1 and config.flite_formants
             formant = float(formant_rng.uniform(*FLITE_EXTRA_FORMANT)) if extra else 1.0
+            if seen[name] > 1 and female_rng.random() < config.flite_female:
+                gender = "F"
+                formant = float(female_rng.uniform(*FLITE_FEMALE_FORMANT))
+                pitch = float(female_rng.uniform(*FLITE_FEMALE_PITCH))
             speakers.append(Speaker(id=f"flite-{name}" if seen[name] == 1 else f"flite-{name}-{seen[name]}",
                                     engine="flite", voice=name, variant=None, gender=gender, rate=round(rate, 3),
                                     pitch=round(pitch, 3), f0=f0, formant=round(formant, 3)))
