@@ -27,7 +27,7 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 # 3-gram LM -> alpha/beta tuned on dev -> test evaluated greedy and with the LM -> export, served over
 # gRPC (ds2-serve) and three test files transcribed by ds2-client -> a summary table and results/demo.json.
 # Every stage is a file target, so a re-run reuses finished work (training resumes).
-#   make demo                    the full demo (DEMO_SIZE=full): 6 h of audio from 1200 voices, 3 epochs of examples/tiny
+#   make demo                    the full demo (DEMO_SIZE=full): 6 h of audio from 1200 voices, 4 epochs of examples/tiny
 #   make demo DEMO_SIZE=small    a smoke version of a few minutes: 3 minutes of audio, the tiny model
 # Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
 # are flite voices), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
@@ -43,7 +43,7 @@ ifeq ($(DEMO_SIZE),full)
 TINY_HOURS ?= 6
 TINY_SPEAKERS ?= 1200
 DEMO_MODEL ?= examples/tiny/model.json
-DEMO_EPOCHS ?= 3
+DEMO_EPOCHS ?= 4
 DEMO_TRAIN_FLAGS ?=
 DEMO_SUFFIX :=
 DEMO_GRID := --alpha_from 0 --alpha_to 2 --num_alphas 9 --beta_from 0 --beta_to 4 --num_betas 9
