@@ -297,6 +297,30 @@ def test_many_training_speakers_reuse_variants_with_other_accents():
     assert max(extras) - min(extras) > 0.15
 
 
+def test_variant_pitch_range_reads_the_pitch_line(tmp_path):
+    (tmp_path / "inverted").write_text("name Auntie\ngender female\npitch 204 176\nflutter 12\n")
+    (tmp_path / "spaced").write_text("language variant\npitch  65 115\n")
+    (tmp_path / "none").write_text("name x\nformant 0 88 85 154\n")
+    assert tiny.variant_pitch_range(tmp_path / "inverted") == -28
+    assert tiny.variant_pitch_range(tmp_path / "spaced") == 50
+    assert tiny.variant_pitch_range(tmp_path / "none") is None
+
+
+def test_mandarin_leaves_out_variants_that_invert_the_tones():
+    """espeak-ng's `aunty` (pitch 204 176) reverses every pitch movement: fine for English, but Mandarin's tones
+    would come out inverted, so no Mandarin split has her (nor any other such variant); English keeps her."""
+    folder = tiny._espeak_data_dir("espeak-ng") / "voices" / "!v"
+    inverted = {v for v in tiny.FEMALE_VARIANTS + tiny.MALE_VARIANTS
+                if (folder / v).exists() and (tiny.variant_pitch_range(folder / v) or 1) <= 0}
+    assert "aunty" in inverted
+    zh = tiny.make_speakers(TinyCorpusConfig(out_dir="x", language="zh", train_speakers=200))
+    used = {s.variant for split in zh.values() for s in split}
+    assert not used & inverted
+    assert len(used) == len(tiny.FEMALE_VARIANTS + tiny.MALE_VARIANTS) - len(inverted)  # every other one
+    en = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))
+    assert "aunty" in {s.variant for split in en.values() for s in split}
+
+
 def test_flite_female_gives_extra_flite_speakers_a_womans_formants_and_pitch_together():
     base = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, flite_share=0.2))
     female = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, flite_share=0.2, flite_female=0.5))

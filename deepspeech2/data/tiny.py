@@ -15,7 +15,7 @@ and test are disjoint by sentence and by speaker: the dev and test speakers use 
 training never hears, the test split alone has the Caribbean accent (`en-029`) and a flite voice (`slt`,
 flite's only woman: flite has four usable voices, and a model that hears two of them learns those two rather
 than flite's way of speaking, so training gets three and dev none). Mandarin uses espeak-ng's
-`cmn-latn-pinyin` voice with the variants as speakers.
+`cmn-latn-pinyin` voice with the variants as speakers, less those whose inverted pitch range reverses the tones.
 The synthesizers read the normalized transcript itself, so audio and text always agree.
 
 Everything derives from `seed` by utterance index (a job's sentence, speaker and parameters never depend
@@ -441,11 +441,37 @@ def _espeak_voices(exe: str) -> set[str]:
     return {line.split()[1] for line in out.splitlines()[1:] if len(line.split()) > 1}
 
 
-def _available_variants(exe: str) -> tuple[list[str], list[str]]:
+def variant_pitch_range(path: str | os.PathLike) -> float | None:
+    """Hz an espeak-ng variant file's `pitch <base> <top>` line spans (`top - base`); None without one.
+
+    espeak-ng scales every pitch movement by this span (voices.c: `pitch_range = (top - base) * 108`), so a
+    variant with `top <= base` (`aunty`: `pitch 204 176`) turns rises into falls. Harmless for English
+    intonation, but it inverts Mandarin's lexical tones: measured, `aunty` reads ma2 falling 190 -> 178 Hz
+    and ma4 rising 185 -> 192 Hz, where `f1` rises 149 -> 167 and falls 165 -> 149 Hz.
+    """
+    for line in Path(path).read_text(errors="replace").splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[0] == "pitch":
+            try:
+                return float(fields[2]) - float(fields[1])
+            except ValueError:
+                return None
+    return None
+
+
+def _available_variants(exe: str, tonal: bool = False) -> tuple[list[str], list[str]]:
+    """The female and male variants this espeak-ng has; `tonal`: only those that keep a tone's direction."""
     data = _espeak_data_dir(exe)
     if data is None or not (data / "voices" / "!v").is_dir():
         return list(FEMALE_VARIANTS), list(MALE_VARIANTS)  # can't check: assume the standard set
-    have = {p.name for p in (data / "voices" / "!v").iterdir()}
+    folder = data / "voices" / "!v"
+    have = {p.name for p in folder.iterdir()}
+    if tonal:
+        inverted = {v for v in have if (span := variant_pitch_range(folder / v)) is not None and span <= 0}
+        if inverted & set(FEMALE_VARIANTS + MALE_VARIANTS):
+            log.info("Mandarin leaves out espeak-ng variants whose pitch range is inverted (their tones come "
+                     "out reversed): %s", ", ".join(sorted(inverted & set(FEMALE_VARIANTS + MALE_VARIANTS))))
+        have -= inverted
     return [v for v in FEMALE_VARIANTS if v in have], [v for v in MALE_VARIANTS if v in have]
 
 
@@ -475,7 +501,8 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
     """The speakers of each split, disjoint across splits (no variant is shared either).
 
     en: espeak-ng accent x variant pairs (each variant used once; `en-029` only in test) plus the flite
-    voices; zh: the espeak-ng Mandarin voice with a different variant per speaker.
+    voices; zh: the espeak-ng Mandarin voice with a different variant per speaker, less the variants whose
+    inverted pitch range reverses the tones (`variant_pitch_range`).
 
     Raises:
         ValueError: more speakers requested than there are variants.
@@ -483,9 +510,9 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
     rng = np.random.default_rng([config.seed, 1])
     formant_rng = np.random.default_rng([config.seed, 4])  # its own draws: the other speakers stay the same
     female_rng = np.random.default_rng([config.seed, 5])  # likewise
-    female, male = _available_variants(espeak)
-    voices = _espeak_voices(espeak)
     en = config.language == "en"
+    female, male = _available_variants(espeak, tonal=not en)
+    voices = _espeak_voices(espeak)
     flite = {s: FLITE_VOICES[s] if en and config.use_flite else () for s in SPLITS}
     if flite["train"]:
         wanted = max(len(flite["train"]), round(config.flite_share * config.train_speakers))
