@@ -58,6 +58,9 @@ flags.DEFINE_integer("benchmark_batch_size", 0, "Benchmark: override the batch s
 flags.DEFINE_integer("benchmark_max_step", 0, "Benchmark: stop after this many steps.")
 flags.DEFINE_float("max_train_minutes", 0.0, "Wall-clock budget: end training after the step that uses it up, "
                    "with a dev evaluation and bundles as at an epoch end (0 = none).")
+flags.DEFINE_integer("average_epochs", 0, "After the last epoch, average the weights of the last N epochs (N > 1; "
+                     "checkpoint averaging as in ESPnet and PaddleSpeech) into averaged/, and make them model/ when "
+                     "they score better on dev than the best epoch.")
 flags.DEFINE_integer("seed", 0, "Seed of the weight initialization, the shuffles and the augmentation.")
 flags.DEFINE_integer("verbose", 1, "0 quiet, 1 progress bar, 2 a line per logged step.")
 flags.mark_flags_as_required(["workdir", "train_shards", "vocab", "mean_std"])
@@ -81,7 +84,7 @@ def main(argv):
             checkpoint_every_steps=F.checkpoint_every_steps, log_every_steps=F.log_every_steps,
             histograms=F.histograms, init_model_path=F.init_model_path,
             benchmark_batch_size=F.benchmark_batch_size, benchmark_max_step=F.benchmark_max_step,
-            max_train_minutes=F.max_train_minutes, seed=F.seed,
+            max_train_minutes=F.max_train_minutes, average_epochs=F.average_epochs, seed=F.seed,
             verbose=F.verbose)
         result = train(config)
     except (ValueError, FileNotFoundError, TypeError, json.JSONDecodeError) as e:

@@ -21,6 +21,9 @@ Work directory layout:
                    spaces (Mandarin: a sentence is one "word"); the last epoch without dev data
     last/          the bundle of the last finished epoch, or of the step `max_train_minutes` ended on
                    (`deepspeech2.bundle`)
+    averaged/      with `average_epochs` N > 1: the bundle of the mean weights of the last N epochs (ESPnet's
+                   and PaddleSpeech's checkpoint averaging); it becomes model/ too when it scores better on dev.
+                   epochs/ holds the N epochs' weights it is made from; average.json its dev WER/CER.
     tensorboard/   train/ and dev/ event files
     epochs.json    one record per finished epoch: mean train loss, dev WER/CER, time, and the loss of each
                    block of `log_every_steps` steps within it (`loss_curve`: [epochs done, loss]; the PNG);
@@ -52,7 +55,7 @@ from deepspeech2.data.augment import parse_augmentation
 from deepspeech2.data.pipeline import PipelineConfig, count_infeasible, make_dataset
 from deepspeech2.data.shards import load_index, read_shards
 from deepspeech2.features import FeatureConfig
-from deepspeech2.fileio import exclusive_lock, write_json
+from deepspeech2.fileio import atomic_write, exclusive_lock, write_json
 from deepspeech2.metrics import cer, wer
 from deepspeech2.decode import greedy_decode
 from deepspeech2.model import ModelConfig, build_model
@@ -108,6 +111,7 @@ class TrainConfig:
     benchmark_max_step: int = 0  # > 0: stop after this many steps
     max_train_minutes: float = 0.0  # > 0: a wall-clock budget; the step that uses it up is the last, then dev
     # is evaluated and the bundles saved as at an epoch end (bench/ablations.py gives each variant the same)
+    average_epochs: int = 0  # > 1: after the last epoch, average the weights of the last this many epochs
     seed: int = 0
     verbose: int = 1  # 0 quiet, 1 progress bar per epoch, 2 one line per logged step
 
@@ -129,6 +133,9 @@ class TrainConfig:
             raise ValueError(f"`lr_decay` must be in (0, 1], got {self.lr_decay!r}")
         if not 0 <= self.lr_final <= 1:
             raise ValueError(f"`lr_final` must be in [0, 1], got {self.lr_final!r}")
+        if self.average_epochs < 0 or self.average_epochs > self.epochs:
+            raise ValueError(f"`average_epochs` must be in [0, epochs={self.epochs}] (0 or 1: no averaging), got "
+                             f"{self.average_epochs!r}")
         if not self.max_train_minutes >= 0:
             raise ValueError(f"`max_train_minutes` must be >= 0 (0 = no budget), got {self.max_train_minutes!r}")
 
@@ -533,6 +540,8 @@ class Trainer:
                         self._end_epoch(int(self.epoch.numpy()), finished=False)
                     break
                 self._end_epoch(int(self.epoch.numpy()))
+            if config.average_epochs > 1 and self.chief and int(self.epoch.numpy()) >= config.epochs:
+                self._average()
         finally:
             preempted.restore()
             self.train_writer.flush()
@@ -683,6 +692,8 @@ class Trainer:
                                 **({} if finished else {"partial": True})})
             write_json(self.workdir / "epochs.json", self.epochs)
             plot_learning_curve(self.epochs, self.workdir / "learning_curve.png")
+            if finished and config.average_epochs > 1:
+                self._snapshot(epoch + 1)
         self.epoch_loss, self.loss_blocks, self.loss_block = [0.0, 0], [], [0.0, 0]
         if dev_error is not None:
             self.best_error.assign(min(dev_error, float(self.best_error.numpy())))
@@ -691,6 +702,54 @@ class Trainer:
             self.position.assign(0)
             self.history["epochs_completed"] = int(self.epoch.numpy())
         self.manager.save(checkpoint_number=step)
+
+    def _snapshot(self, epoch: int) -> None:
+        """Keep this epoch's weights in epochs/ for `_average`, and only the last `average_epochs` of them."""
+        folder = self.workdir / "epochs"
+        with atomic_write(folder / f"epoch-{epoch:04d}.npz", "wb") as f:
+            np.savez(f, *[v.numpy() for v in self.model.variables])
+        for old in sorted(folder.glob("epoch-*.npz"))[:-self.config.average_epochs]:
+            old.unlink()
+
+    def _average(self) -> None:
+        """Set the model to the mean weights of the last `average_epochs` epochs (floating-point variables;
+        BatchNorm's moving statistics too, as ESPnet does), score them on dev, write averaged/ and
+        average.json, and make them model/ if they beat the best epoch; the model then gets the last epoch's
+        weights back."""
+        config = self.config
+        paths = sorted((self.workdir / "epochs").glob("epoch-*.npz"))[-config.average_epochs:]
+        epochs = [int(p.stem.split("-")[1]) for p in paths]
+        done = self.workdir / "average.json"
+        if done.exists() and json.loads(done.read_text(encoding="utf-8")).get("epochs") == epochs:
+            return  # a re-run of a finished job
+        if len(paths) < 2:
+            logger.warning("no averaging: %d epoch snapshot(s) in %s (the run began before --average_epochs was "
+                           "set?)", len(paths), self.workdir / "epochs")
+            return
+        last = [v.numpy() for v in self.model.variables]
+        snapshots = [np.load(p) for p in paths]
+        for i, v in enumerate(self.model.variables):
+            values = [s[f"arr_{i}"] for s in snapshots]
+            v.assign(np.mean(values, axis=0).astype(values[0].dtype) if np.issubdtype(values[0].dtype, np.floating)
+                     else values[-1])
+        record = {"epochs": epochs, "dev_wer": None, "dev_cer": None, "kept_as_model": True}
+        best = float(self.best_error.numpy())
+        if config.dev_shards:
+            record["dev_wer"], record["dev_cer"], _ = evaluate(self.eval_fn, config.dev_shards, self.feature_config,
+                                                               self.normalizer, self.vocab, self.pipeline)
+            error = record["dev_wer"] if self.vocab.metric == "wer" else record["dev_cer"]
+            record["kept_as_model"] = error < best
+            record["best_epoch_dev_error"] = best
+        self._save(self.workdir / "averaged")
+        if record["kept_as_model"]:
+            self._save(self.workdir / "model")
+        if config.verbose:
+            scores = f"dev WER {record['dev_wer']:.2%}, CER {record['dev_cer']:.2%}" if config.dev_shards else "no dev"
+            print(f"average of epochs {epochs[0]}-{epochs[-1]}: {scores}; "
+                  f"{'kept as model/' if record['kept_as_model'] else 'model/ keeps the best epoch'}", flush=True)
+        write_json(self.workdir / "average.json", record)
+        for v, value in zip(self.model.variables, last):
+            v.assign(value)
 
     def _save(self, path: Path) -> None:
         save_bundle(path, self.model, self.config.model, self.vocab, self.normalizer, self.config.to_dict())

@@ -135,6 +135,62 @@ def test_without_spaces_the_model_is_the_best_dev_cer_epoch(data, tmp_path, monk
         np.testing.assert_array_equal(a, b)
 
 
+def _record_last_bundles(monkeypatch) -> list[dict]:
+    """Each epoch's weights, as the trainer writes them to last/."""
+    last, save = [], Trainer._save
+
+    def recording_save(self, path):
+        if path.name == "last":
+            last.append({w.path: w.numpy().copy() for w in self.model.weights})
+        save(self, path)
+
+    monkeypatch.setattr(Trainer, "_save", recording_save)
+    return last
+
+
+def _bundle_weights(path) -> dict:
+    return {w.path: w.numpy() for w in load_bundle(path).model.weights}
+
+
+def test_average_epochs_is_the_mean_of_the_last_epochs_weights(data, tmp_path, monkeypatch):
+    last = _record_last_bundles(monkeypatch)
+    run = tmp_path / "run"
+    result = train(_config(data, run, epochs=3, average_epochs=2))
+    assert sorted(p.name for p in (run / "epochs").iterdir()) == ["epoch-0002.npz", "epoch-0003.npz"]
+    averaged = _bundle_weights(run / "averaged")
+    assert sorted(averaged) == sorted(last[2]) and any("moving_mean" in p for p in averaged)
+    for path, value in averaged.items():  # BN statistics too
+        np.testing.assert_allclose(value, (last[1][path] + last[2][path]) / 2, rtol=1e-6, atol=1e-7, err_msg=path)
+    for w in result["model"].weights:  # the trainer's model holds the last epoch's weights again
+        np.testing.assert_array_equal(w.numpy(), last[2][w.path], err_msg=w.path)
+    record = json.loads((run / "average.json").read_text())
+    assert record["epochs"] == [2, 3] and 0 <= record["dev_cer"] <= record["dev_wer"] + 1
+
+
+@pytest.mark.parametrize("average_wer, kept", [(0.45, False), (0.3, True)])
+def test_averaged_weights_become_the_model_only_when_better_on_dev(data, tmp_path, monkeypatch, average_wer, kept):
+    last = _record_last_bundles(monkeypatch)
+    # epochs 1-2, the average of 1-2; resumed: epoch 3, the average of 2-3 (epoch 2's weights from disk)
+    wers = iter([0.6, 0.4, 0.7, 0.5, average_wer])
+    monkeypatch.setattr(train_module, "evaluate", lambda *a, **k: (next(wers), 0.1, []))
+    run = tmp_path / "run"
+    train(_config(data, run, epochs=2, average_epochs=2))
+    assert json.loads((run / "average.json").read_text())["epochs"] == [1, 2]
+    train(_config(data, run, epochs=3, average_epochs=2))
+    record = json.loads((run / "average.json").read_text())
+    assert record == {"epochs": [2, 3], "dev_wer": average_wer, "dev_cer": 0.1, "kept_as_model": kept,
+                      "best_epoch_dev_error": 0.4}
+    averaged, model = _bundle_weights(run / "averaged"), _bundle_weights(run / "model")
+    for path, value in averaged.items():
+        np.testing.assert_allclose(value, (last[1][path] + last[2][path]) / 2, rtol=1e-6, atol=1e-7, err_msg=path)
+        np.testing.assert_array_equal(model[path], value if kept else last[1][path], err_msg=path)
+
+
+def test_average_epochs_is_checked(data, tmp_path):
+    with pytest.raises(ValueError, match="average_epochs"):
+        _config(data, tmp_path, epochs=2, average_epochs=3)
+
+
 def test_resume_restores_every_model_variable(data, tmp_path):
     # The conv front end's BN moving statistics too: the optimizer tracks only trainable variables, and TF's
     # checkpoint doesn't follow the Python lists the front end keeps its layers in.
