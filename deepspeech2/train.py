@@ -814,14 +814,16 @@ class _LineProgress:
         self.target, self.name = target, name
         self.start = self.last = time.perf_counter()
         self.values = {}
+        self.printed = None  # the step of the last line
 
     def update(self, current, values=None, finalize=False):
         self.values.update(values or [])
         now = time.perf_counter()
-        if not finalize and now - self.last < LOG_PROGRESS_SECONDS:
+        if (not finalize and now - self.last < LOG_PROGRESS_SECONDS) or current == self.printed:
             return
-        self.last = now
-        done = f"{current}/{self.target}" if self.target else f"{current}"
+        self.last, self.printed = now, current
+        # The target is an estimate (the last epoch's count): past it, the count alone.
+        done = f"{current}/{self.target}" if self.target and current <= self.target else f"{current}"
         stats = " ".join(f"{k} {v:.4g}" for k, v in self.values.items())
         print(f"{self.name}: step {done} {now - self.start:.0f}s {stats}".rstrip(), flush=True)
 
