@@ -25,6 +25,8 @@ ZH_HOURS := $(TINY_HOURS)
 ZH_GRID := $(DEMO_GRID)
 ZH_MODEL := tiny
 endif
+# Training speakers (variant x rate x pitch; the English default doesn't apply): TINY_SPEAKERS on the command line.
+ZH_SPEAKERS := $(if $(filter command line,$(origin TINY_SPEAKERS)),$(TINY_SPEAKERS),40)
 # Sentences of fortunes-zh's 800 most frequent characters (0: all of them): see docs/experiments.md.
 ZH_COMMON_CHARS ?= 800
 # Pitch-gram dims after the 161 spectrogram bins, so the model can hear tones (0: none; docs/experiments.md, Z11).
@@ -45,7 +47,8 @@ demo-zh-data: $(ZH_DATA)
 
 $(ZH)/train.jsonl: | deps
 	$(STAGE) "[1/8] tiny Mandarin corpus: $(ZH_HOURS) h of fortunes-zh read by espeak-ng's Mandarin voice"
-	$(BIN)/ds2-prepare tiny --language zh --out $(ZH) --hours $(ZH_HOURS) --common_chars $(ZH_COMMON_CHARS)
+	$(BIN)/ds2-prepare tiny --language zh --out $(ZH) --hours $(ZH_HOURS) --train_speakers $(ZH_SPEAKERS) \
+		--common_chars $(ZH_COMMON_CHARS)
 
 # Characters, with <unk> for those training never had (test text always has some).
 $(ZH)/vocab.txt: $(ZH)/train.jsonl
