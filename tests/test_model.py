@@ -54,6 +54,10 @@ def test_config_errors_name_the_field():
         ModelConfig(conv_strides=((2, 2),))
     with pytest.raises(ValueError, match="`row_conv_context`"):
         ModelConfig(bidirectional=True, row_conv_context=2)
+    with pytest.raises(ValueError, match=r"`rnn_dropout` must be in \[0, 1\), got 1.0"):
+        ModelConfig(rnn_dropout=1.0)
+    with pytest.raises(ValueError, match="`fc_dropout`"):
+        ModelConfig(fc_dropout=-0.1)
     with pytest.raises(ValueError, match="`rnn_type`.*'transformer'"):
         ModelConfig(rnn_type="transformer")
     with pytest.raises(ValueError, match="`name`='ds3'"):
@@ -372,6 +376,7 @@ MODEL_CONFIGS = {
                                   rnn_units=8, row_conv_context=2),
     "cudnn_gru": dataclasses.replace(TINY, rnn_type="cudnn_gru"),
     "tiny_cmn": dataclasses.replace(TINY, utterance_cmn=True),
+    "tiny_rnn_dropout": dataclasses.replace(TINY, rnn_dropout=0.3),
 }
 
 
@@ -406,6 +411,31 @@ def test_model_padding_does_not_change_outputs(name):
     assert out["logits"].shape[1] == output_length(config, 37)
     for b, n in enumerate(out_lengths):
         np.testing.assert_allclose(padded["logits"][b, :n], out["logits"][b, :n], atol=1e-4)
+
+
+def test_rnn_dropout_drops_and_rescales_in_training_only():
+    rate = 0.3
+    config = dataclasses.replace(TINY, rnn_dropout=rate)
+    model = build_model(config)
+    plain = build_model(TINY)
+    plain.set_weights(model.get_weights())  # dropout adds no weights: bundles of either load into the other
+    features, lengths = _batch(config, [41, 26])
+    inputs = {"features": features, "feature_lengths": lengths}
+    np.testing.assert_allclose(model(inputs)["logits"], plain(inputs)["logits"], atol=1e-6)  # inference: none
+
+    # In training, against the RNN layer's own output in the same call: each unit kept and scaled by 1/(1-rate),
+    # or zeroed, about `rate` of them; padding frames stay zero.
+    probe = keras.Model(model.inputs, [model.get_layer("rnn0").output, model.get_layer("rnn0_dropout").output])
+    before, after = (np.asarray(y) for y in probe(inputs, training=True))
+    steps = output_length(config, lengths)
+    valid = np.arange(before.shape[1])[None, :] < steps[:, None]
+    kept = after != 0
+    np.testing.assert_allclose(after[kept], before[kept] / (1 - rate), rtol=1e-5)
+    assert not after[~valid].any() and not before[~valid].any()
+    dropped = 1 - kept[valid].mean()
+    assert abs(dropped - rate) < 0.05, dropped
+    again = np.asarray(probe(inputs, training=True)[1])
+    assert ((again != 0) != kept).any()  # a new mask each step
 
 
 def test_log_probs_helpers_agree():

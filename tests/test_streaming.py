@@ -21,13 +21,14 @@ RATE = 16000
 # with few units so the tests are fast.
 SMALL_STREAMING = dataclasses.replace(DS2_STREAMING, conv_filters=(4, 4), rnn_layers=2, rnn_units=16)
 # Everything else a streaming model can have: "same" padding with a time kernel of 5 and strides 2 then 1, an
-# FC layer on each side of the RNNs, LSTM cells, row conv τ = 2, log-mel features with a pitch-gram.
+# FC layer on each side of the RNNs, LSTM cells, dropout after them, row conv τ = 2, log-mel features with a
+# pitch-gram.
 SAME_LSTM_FEATURES = FeatureConfig(kind="logmel", pitch_bins=16)
 SAME_LSTM = dataclasses.replace(
     DS2_STREAMING, feature_kind="logmel", feature_dim=SAME_LSTM_FEATURES.dim, conv_filters=(3, 4),
     conv_kernel_sizes=((5, 3), (3, 3)),
     conv_strides=((2, 2), (1, 2)), conv_padding="same", fc_before_units=(12,), rnn_type="lstm", rnn_layers=2,
-    rnn_units=8, row_conv_context=2, fc_after_units=(10,))
+    rnn_units=8, rnn_dropout=0.2, row_conv_context=2, fc_after_units=(10,))
 CHUNK_SAMPLES = (160, 480, 1000, 1600, 4801, 16000)  # 10 ms, 30 ms, odd sizes, 100 ms, 0.3 s, 1 s
 
 

@@ -42,6 +42,8 @@ class ModelConfig:
     rnn_units: int = 512  # hidden units per direction
     bidirectional: bool = False  # two directions, outputs summed (DS2 §3.2)
     rnn_batch_norm: bool = True  # sequence-wise BN on RNN input projections (DS2 §3.2 eq. 4); "cudnn_gru" has none
+    rnn_dropout: float = 0.0  # dropout rate on each RNN layer's output, in training only (what the next layer
+    # and the output layer see); against a small corpus learned by heart
     row_conv_context: int = 0  # future steps the row conv sees (DS2 §3.5); 0 = no row conv
     fc_after_units: tuple[int, ...] = ()  # clipped-ReLU FC layers between RNNs and the output layer
     fc_dropout: float = 0.0  # dropout rate after each FC layer (DS1 uses 0.05)
@@ -77,8 +79,10 @@ class ModelConfig:
         if self.row_conv_context and self.bidirectional:
             raise ValueError("`row_conv_context` > 0 is for unidirectional models (DS2 §3.5); got "
                              f"row_conv_context={self.row_conv_context} with bidirectional=True")
-        if not 0.0 <= self.fc_dropout < 1.0:
-            raise ValueError(f"`fc_dropout` must be in [0, 1), got {self.fc_dropout!r}")
+        for name in ("fc_dropout", "rnn_dropout"):
+            rate = getattr(self, name)
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1), got {rate!r}")
         if self.frontend_output_dim < 1:
             raise ValueError(f"the conv front end leaves no frequency bins for `feature_dim`={self.feature_dim}; "
                              "use smaller kernels/strides or `conv_padding`='same'")

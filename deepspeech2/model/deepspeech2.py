@@ -39,6 +39,8 @@ def build_model(config: ModelConfig, name: str = "deepspeech2") -> keras.Model:
             rnn = BatchNormRNN(config.rnn_units, config.rnn_type, config.bidirectional, config.rnn_batch_norm,
                                name=f"rnn{i}")
         x = rnn(x, lengths)
+        if config.rnn_dropout:  # padding frames are zero and stay zero
+            x = keras.layers.Dropout(config.rnn_dropout, name=f"rnn{i}_dropout")(x)
     if config.row_conv_context:
         x = RowConv(config.row_conv_context, name="row_conv")(x, lengths)
     for i, units in enumerate(config.fc_after_units):
