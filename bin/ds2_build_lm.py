@@ -2,6 +2,8 @@
 
     ds2-build-lm --text_paths data/tiny/lm_text.txt --out data/tiny/lm/tiny3 --order 3
     ds2-build-lm --text_paths data/zh/tiny/lm_text.txt --out data/zh/tiny/lm/char5 --order 5 --token char
+    ds2-build-lm --text_paths data/zh/tiny/lm_text.txt,data/zh/tiny/poetry.txt --text_weights 10,1 \
+        --out data/zh/tiny/lm/char3 --order 3 --token char
 
 Writes <out>.arpa, <out>.bin (KenLM trie), <out>.unigrams.txt (the LM's words, which the decoder loads
 next to a binary LM) and <out>.json (this config and the corpus counts). Each line is normalized like the
@@ -19,6 +21,8 @@ from absl import flags
 from deepspeech2.decode.lm import LMConfig, build_lm
 
 flags.DEFINE_list("text_paths", None, "Comma-separated text files, one sentence per line.")
+flags.DEFINE_list("text_weights", [], "How many times each text file's lines count, one int per file (e.g. "
+                  "10,1: a small in-domain text weighed against a large one). Default: once each.")
 flags.DEFINE_string("out", None, "Output prefix: writes <out>.arpa, <out>.bin, <out>.unigrams.txt, <out>.json.")
 flags.DEFINE_enum("language", None, ["en", "zh"], "en: word LM; zh: character LM. Default: zh with --token "
                   "char, else en.")
@@ -42,7 +46,8 @@ def main(argv):
     try:
         language = FLAGS.language or ("zh" if FLAGS.token == "char" else "en")
         config = LMConfig(text_paths=tuple(FLAGS.text_paths), out=FLAGS.out, language=language,
-                          token=FLAGS.token or "", order=FLAGS.order, prune=tuple(_ints(FLAGS.prune)),
+                          text_weights=tuple(_ints(FLAGS.text_weights, "text_weights")),
+                          token=FLAGS.token or "", order=FLAGS.order, prune=tuple(_ints(FLAGS.prune, "prune")),
                           top_k=FLAGS.top_k, binary=FLAGS.binary, quantize_bits=FLAGS.quantize_bits,
                           pointer_bits=FLAGS.pointer_bits, keep_arpa=FLAGS.keep_arpa, memory=FLAGS.memory,
                           normalize=FLAGS.normalize)
@@ -54,11 +59,11 @@ def main(argv):
           f"used ({result.lines_dropped} could not be normalized), {result.tokens} tokens")
 
 
-def _ints(values):
+def _ints(values, name):
     try:
         return [int(v) for v in values]
     except ValueError:
-        raise ValueError(f"`prune` must be comma-separated integers, got {','.join(values)!r}") from None
+        raise ValueError(f"`{name}` must be comma-separated integers, got {','.join(values)!r}") from None
 
 
 def run():

@@ -87,6 +87,25 @@ def test_character_lm(tmp_path):
     assert result.tokens == 10  # 3 + 5 + 2 characters
 
 
+@needs_kenlm
+def test_text_weights_count_a_file_as_repeating_it_would(tmp_path):
+    (tmp_path / "small.txt").write_text("the cat sat\nthe dog ran\n")
+    (tmp_path / "large.txt").write_text(TEXT)
+    (tmp_path / "small3.txt").write_text((tmp_path / "small.txt").read_text() * 3)
+    weighted = build_lm(LMConfig(text_paths=(str(tmp_path / "small.txt"), str(tmp_path / "large.txt")),
+                                 text_weights=(3, 1), out=str(tmp_path / "w"), order=3, binary=False))
+    repeated = build_lm(LMConfig(text_paths=(str(tmp_path / "small3.txt"), str(tmp_path / "large.txt")),
+                                 out=str(tmp_path / "r"), order=3, binary=False))
+    assert weighted.arpa_path.read_text() == repeated.arpa_path.read_text()
+    assert weighted.tokens == repeated.tokens == 3 * 6 + 28
+    assert (weighted.lines_read, weighted.lines_dropped) == (2 + 6, 1)  # each line read once
+    assert json.loads(weighted.report_path.read_text())["config"]["text_weights"] == [3, 1]
+    once = build_lm(LMConfig(text_paths=(str(tmp_path / "small.txt"), str(tmp_path / "large.txt")),
+                             out=str(tmp_path / "o"), order=3, binary=False))
+    assert kenlm.Model(str(weighted.arpa_path)).score("the dog ran") > kenlm.Model(str(once.arpa_path)).score(
+        "the dog ran")
+
+
 def test_corpus_lines():
     assert corpus_line("It's 3:30, we owe $5!", "en") == "it's three thirty we owe five dollars"
     assert corpus_line("the score was 3-2", "en") == ""
@@ -117,7 +136,8 @@ def test_config_checks():
                       (dict(language="fr"), "language"), (dict(order=2, prune=(0, 1, 1)), "prune"),
                       (dict(prune=(1, 1)), "prune"), (dict(prune=(0, 2, 1)), "prune"), (dict(top_k=-1), "top_k"),
                       (dict(quantize_bits=30), "quantize_bits"), (dict(binary=False, quantize_bits=8), "quantize_bits"),
-                      (dict(binary=False, keep_arpa=False), "keep_arpa")):
+                      (dict(binary=False, keep_arpa=False), "keep_arpa"), (dict(text_weights=(1, 2)), "text_weights"),
+                      (dict(text_weights=(0,)), "text_weights"), (dict(text_weights=(1.5,)), "text_weights")):
         with pytest.raises(ValueError, match=f"`{name}`"):
             LMConfig(**{**ok, **bad})
     assert LMConfig(text_paths=["a.txt"], out="d/lm.bin").prefix == Path("d/lm")

@@ -50,6 +50,9 @@ class LMConfig:
 
     text_paths: tuple[str, ...]  # plain-text files, one sentence per line
     out: str  # output prefix: writes <out>.arpa, <out>.bin, <out>.unigrams.txt and <out>.json
+    # How many times each file's lines count (one int per file; () = once each): a small in-domain text
+    # weighed against a large one, as repeating it would (`make demo LANG=zh`: fortunes-zh x10 + poetry)
+    text_weights: tuple[int, ...] = ()
     language: str = "en"  # "en": word LM (normalize_english); "zh": character LM (normalize_mandarin)
     token: str = ""  # "word" or "char" (one LM token per character); "": by `language` (zh: char, en: word)
     order: int = 5  # n-gram order; 5 for the PaddlePaddle DS2 LMs, 3 for the tiny corpus
@@ -66,11 +69,16 @@ class LMConfig:
     def __post_init__(self):
         object.__setattr__(self, "text_paths", tuple(str(p) for p in self.text_paths))
         object.__setattr__(self, "prune", tuple(self.prune))
+        object.__setattr__(self, "text_weights", tuple(self.text_weights))
         object.__setattr__(self, "out", str(self.out))
         if not self.text_paths:
             raise ValueError("`text_paths` is empty; give at least one text file")
         if not self.out or self.out.endswith(os.sep):
             raise ValueError(f"`out` must be a file prefix such as data/tiny/lm/tiny3, got {self.out!r}")
+        if self.text_weights and (len(self.text_weights) != len(self.text_paths) or any(
+                isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in self.text_weights)):
+            raise ValueError(f"`text_weights` must be one int >= 1 per text file ({len(self.text_paths)}: "
+                             f"{list(self.text_paths)}), got {list(self.text_weights)}")
         if self.language not in LANGUAGES:
             raise ValueError(f"`language` must be one of {LANGUAGES}, got {self.language!r}")
         if not self.token:
@@ -106,7 +114,8 @@ class LMConfig:
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
-        d["text_paths"], d["prune"] = list(self.text_paths), list(self.prune)
+        for name in ("text_paths", "prune", "text_weights"):
+            d[name] = list(getattr(self, name))
         return d
 
     @property
@@ -236,7 +245,7 @@ def _write_corpus(config: LMConfig, out: Path) -> tuple[collections.Counter, int
     counts = collections.Counter()
     read = dropped = 0
     with open(out, "w", encoding="utf-8") as f:
-        for path in config.text_paths:
+        for path, weight in zip(config.text_paths, config.text_weights or [1] * len(config.text_paths)):
             with open(path, encoding="utf-8", errors="replace") as lines:
                 for line in lines:
                     if not line.strip():
@@ -250,8 +259,9 @@ def _write_corpus(config: LMConfig, out: Path) -> tuple[collections.Counter, int
                     bad = [t for t in tokens if t in ARPA_SPECIAL]
                     if bad:  # lmplz refuses them in the corpus; only possible with `normalize` off
                         raise ValueError(f"`{path}` has KenLM's reserved token {bad[0]!r} in {line.strip()!r}")
-                    counts.update(tokens)
-                    f.write(text + "\n")
+                    for _ in range(weight):
+                        counts.update(tokens)
+                        f.write(text + "\n")
     return counts, read, dropped
 
 
