@@ -6,6 +6,8 @@ commands:
   tiny         synthesize a small corpus with espeak-ng and flite voices (--out; --hours, --seed, --language)
   heldout      MANIFEST's sentences read by festival voices, an engine the tiny corpus never uses (--out, --name)
   noise        coloured noise, babble and room impulse responses for augmentation (--out; --speech_manifest)
+  poetry       classical Chinese LM text from the chinese-poetry collection (npm), less every poem near a
+               --held_out sentence (--out FILE; --tarball, --cache_dir)
   validate     check each line of MANIFEST: audio, duration, text, CTC fit (--vocab, --model, --write_clean, --strict)
   normalize    write MANIFEST with its transcripts normalized, dropping the doubtful ones (--language, --out)
   librispeech  import LibriSpeech: <split>/<spk>/<chapter>/*.flac + *.trans.txt (--corpus_dir, --out)
@@ -19,6 +21,7 @@ examples:
     ds2-prepare tiny --out data/tiny [--hours 1] [--seed 0] [--language en|zh]
     ds2-prepare heldout data/tiny/test.clean.jsonl --out data/tiny     # data/tiny/heldout.jsonl
     ds2-prepare noise --out data/tiny/noise --speech_manifest data/tiny/train.jsonl
+    ds2-prepare poetry --out data/zh/tiny/poetry.txt --held_out data/zh/tiny/dev.jsonl,data/zh/tiny/test.jsonl
     ds2-prepare validate MANIFEST [--vocab vocab.txt] [--model ds2-small] [--write_clean clean.jsonl]
     ds2-prepare normalize MANIFEST --language en --out normalized.jsonl
     ds2-prepare librispeech --corpus_dir LibriSpeech --out data/librispeech
@@ -34,10 +37,11 @@ import sys
 
 from absl import flags
 
-COMMANDS = ("tiny", "heldout", "noise", "validate", "normalize", "librispeech", "voxforge", "aishell", "wsj", "chime4",
-            "tedlium")
+COMMANDS = ("tiny", "heldout", "noise", "poetry", "validate", "normalize", "librispeech", "voxforge", "aishell", "wsj",
+            "chime4", "tedlium")
 
-flags.DEFINE_string("out", None, "Output folder (tiny, heldout, noise, importers); the output manifest (normalize).")
+flags.DEFINE_string("out", None, "Output folder (tiny, heldout, noise, importers); the output manifest (normalize); "
+                    "the text file (poetry).")
 flags.DEFINE_string("name", "heldout", "heldout: writes OUT/NAME.jsonl and OUT/NAME/wav/ (heldout_dev for dev's "
                     "sentences).")
 flags.DEFINE_string("corpus_dir", None, "Root of the corpus as distributed (importers).")
@@ -55,6 +59,11 @@ flags.DEFINE_integer("common_chars", 0, "tiny --language zh: only sentences made
 flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
 flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny, normalize: language.")
 flags.DEFINE_string("speech_manifest", None, "noise: speech used to make babble.")
+flags.DEFINE_list("held_out", [], "poetry: manifests (dev, test) whose sentences must not reach the LM text: a "
+                  "poem holding one, or sharing a 7-character run with one, is left out whole.")
+flags.DEFINE_string("tarball", None, "poetry: a local copy of the chinese-poetry 2.0.1 npm tarball (default: "
+                    "downloaded into --cache_dir once, SHA-256 checked).")
+flags.DEFINE_string("cache_dir", "data/downloads", "poetry: where the downloaded tarball is kept.")
 flags.DEFINE_string("vocab", None, "validate: text must be within this vocabulary.")
 flags.DEFINE_string("model", "ds2-small", "validate: the model CTC feasibility is judged for (its exact output "
                     "steps): a preset (tiny, ds2-small, ds2-paper-en, ds2-streaming, ds1) or a model_config.json.")
@@ -123,6 +132,15 @@ def _prepare(command: str, args: list[str]) -> int:
                                                   flite_share=FLAGS.flite_share, flite_formants=FLAGS.flite_formants,
                                                   flite_female=FLAGS.flite_female,
                                                   common_chars=FLAGS.common_chars))
+    elif command == "poetry":
+        from deepspeech2.data.poetry import PoetryTextConfig, prepare_poetry_text
+
+        r = prepare_poetry_text(PoetryTextConfig(out=FLAGS.out, held_out=tuple(FLAGS.held_out),
+                                                 tarball=FLAGS.tarball or "", cache_dir=FLAGS.cache_dir))
+        print(f"wrote {r.out}: {r.sentences} sentences, {r.characters} characters from {r.documents} documents "
+              f"({r.near_held_out} near a held-out sentence left out, {r.duplicates} duplicates, "
+              f"{len(r.malformed)} malformed files skipped); report {r.out}.json")
+        return 0
     elif command == "noise":
         from deepspeech2.data.noise import prepare_noise
 
@@ -157,7 +175,7 @@ def main(argv):
         sys.exit(f"ds2-prepare: error: expected a command, one of {', '.join(COMMANDS)}; got {argv[1:2]}")
     try:
         sys.exit(_prepare(argv[1], argv[2:]))
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, RuntimeError) as e:
         sys.exit(f"ds2-prepare {argv[1]}: error: {e}")
 
 

@@ -241,6 +241,21 @@ def test_mandarin_sentence_extraction(tmp_path):
         "床前明月光疑是地上霜", "举头望明月低头思故乡", "很难避免遇到与你意见不和", "或者难以合作的人"]
 
 
+def test_the_plain_han_fast_path_is_normalize_mandarin():
+    from deepspeech2.text import normalize_mandarin
+
+    rng = np.random.default_rng(0)
+    han = [chr(c) for c in rng.integers(0x4E00, 0xA000, 200)]
+    marks = list("，。、！？；：“”‘’《》〈〉「」『』（）…—· \n")
+    for _ in range(500):
+        piece = "".join(rng.choice(han + marks, size=int(rng.integers(0, 30))))
+        assert tiny._zh_plain(piece) == normalize_mandarin(piece)
+    for other in ("二〇〇八年", "我有3个", "ＡＢ的", "abc", "①好", "℃度", "床前明月光."):  # other text: the slow path
+        assert tiny._zh_plain(other) is None
+    assert list(tiny.zh_sentences("床前明月光，疑是地上霜。举头望明月，低头思故乡。")) == ["床前明月光疑是地上霜",
+                                                                                 "举头望明月低头思故乡"]
+
+
 def test_lm_text_drops_lines_containing_a_held_out_sentence():
     lines = ["i will fight no more forever", "from where the sun now stands i will fight no more forever",
              "i will fight no more", "she will fight no more", "i will fight no moreover", "hear me my chiefs",
