@@ -191,17 +191,20 @@ def near_held_out(docs: Sequence[str], held_out: Iterable[str], ngram: int = 7) 
     if not needles or not joined:
         return set()
     starts = np.cumsum([0] + [len(f) + 1 for f in flats[:-1]])
-    codes = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    codes = _codes(joined)
     hits = set()
     for length, grams in needles.items():
         if length > len(codes):
             continue
-        wanted = np.array(sorted({_hash(np.frombuffer(g.encode("utf-32-le"), np.uint32).astype(np.uint64), length)[0]
-                                  for g in grams}), dtype=np.uint64)
+        wanted = np.array([_hash(_codes(g), length)[0] for g in grams], dtype=np.uint64)
         for pos in np.flatnonzero(np.isin(_hash(codes, length), wanted)):
             if joined[pos:pos + length] in grams:
                 hits.add(int(np.searchsorted(starts, pos, side="right") - 1))
     return hits
+
+
+def _codes(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
 
 
 def _hash(codes: np.ndarray, length: int) -> np.ndarray:
@@ -256,7 +259,7 @@ def prepare_poetry_text(config: PoetryTextConfig) -> PoetryTextReport:
                 f.write(sentence + "\n")
                 report.sentences += 1
                 report.characters += len(sentence)
-    write_json(f"{config.out}.json", {k: v for k, v in vars(report).items()} | {"config": vars(config)})
+    write_json(f"{config.out}.json", vars(report) | {"config": vars(config)})
     log.info("%s: %d sentences, %d characters from %d documents (%d near a held-out sentence dropped, %d "
              "duplicates, %d malformed files)", config.out, report.sentences, report.characters, report.documents,
              report.near_held_out, report.duplicates, len(report.malformed))
