@@ -14,6 +14,7 @@ from deepspeech2.data.augment import (
     SPEED_RESAMPLE_PAD,
     Augmentation,
     BayesianNormalization,
+    Equalizer,
     ImpulseResponse,
     NoisePerturb,
     ShiftPerturb,
@@ -207,6 +208,56 @@ def test_impulse_delta_two_tap_and_peak_alignment(tmp_path):
         ref *= np.sqrt(np.sum(x.astype(np.float64) ** 2) / np.sum(ref**2))  # the input's RMS
         y, _ = _run(ImpulseResponse(path), x)
         np.testing.assert_allclose(y, ref, atol=1e-5)
+
+
+def _equalizer_reference(x, u, max_gain_db, num_bands):
+    """Equalizer in numpy, float64: the mel-cosine gain curve on an FFT padded past the end, RMS kept."""
+    n = int(FFT_SIZES[np.searchsorted(FFT_SIZES, len(x) + SPEED_RESAMPLE_PAD)])
+    hz = np.fft.rfftfreq(n, 1 / SR)
+    mel = lambda f: 2595 * np.log10(1 + f / 700)  # noqa: E731
+    curve = sum((2 * u[k - 1] - 1) * max_gain_db / num_bands * np.cos(np.pi * k * mel(hz) / mel(SR / 2))
+                for k in range(1, num_bands + 1))
+    y = np.fft.irfft(np.fft.rfft(x.astype(np.float64), n) * 10 ** (curve / 20), n)[:len(x)]
+    return y * np.sqrt(np.sum(x.astype(np.float64) ** 2) / np.sum(y**2)), curve
+
+
+@pytest.mark.parametrize("num_bands, u", [(1, [0.9]), (4, [0.1, 0.8, 0.35, 0.6]), (6, [0.0] * 6)])
+def test_equalizer_matches_numpy_and_keeps_length_padding_and_rms(num_bands, u):
+    x = _speech_like(12000)
+    wav = np.concatenate([x, np.full(500, 0.3, np.float32)])  # samples past `length` are padding
+    eq = Equalizer(max_gain_dB=9.0, num_bands=num_bands)
+    out, n = eq.apply(tf.constant(wav), tf.constant(len(x)), tf.constant(u, tf.float32))
+    out = out.numpy()
+    ref, curve = _equalizer_reference(x, np.array(u), 9.0, num_bands)
+    assert int(n) == len(x) and out.shape == wav.shape and not out[len(x):].any()
+    np.testing.assert_allclose(out[:len(x)], ref, atol=2e-5)
+    assert abs(_db(out[:len(x)]) - _db(x)) < 0.01
+    assert np.abs(curve).max() <= 9.0 + 1e-9
+    # The filter does what the curve says: band energies move by the curve's gain there (RMS aside).
+    spec_in, spec_out = (np.abs(np.fft.rfft(v.astype(np.float64))) ** 2 for v in (x, out[:len(x)]))
+    hz = np.fft.rfftfreq(len(x), 1 / SR)
+    mel = lambda f: 2595 * np.log10(1 + f / 700)  # noqa: E731
+    want = sum((2 * u[k - 1] - 1) * 9.0 / num_bands * np.cos(np.pi * k * mel(hz) / mel(SR / 2))
+               for k in range(1, num_bands + 1))
+    for lo, hi in ((100, 400), (1000, 1500), (3000, 4000), (6500, 7500)):
+        band = (hz >= lo) & (hz < hi)
+        moved = 10 * np.log10(spec_out[band].sum() / spec_in[band].sum())
+        expected = 10 * np.log10(np.mean(10 ** (want[band] / 10) * spec_in[band]) / np.mean(spec_in[band]))
+        offset = 10 * np.log10(np.sum(spec_out) / np.sum(spec_in * 10 ** (want / 10)))  # the RMS rescale
+        assert abs(moved - expected - offset) < 0.2, (lo, hi, moved, expected, offset)
+
+
+def test_equalizer_at_zero_gain_is_the_identity_and_parses():
+    x = _speech_like(5000)
+    y, n = _run(Equalizer(max_gain_dB=0.0, num_bands=3), x)
+    np.testing.assert_allclose(y, x, atol=1e-5)
+    aug = parse_augmentation([{"type": "eq", "params": {"max_gain_dB": 6, "num_bands": 2}, "prob": 0.5}])
+    assert aug.waveform == (Equalizer(6, 2, prob=0.5),) and not aug.feature
+    assert parse_augmentation(aug.to_config()) == aug
+    for params, word in (({"max_gain_dB": -1}, "max_gain_dB"), ({"num_bands": 0}, "num_bands"),
+                         ({"num_bands": 2.5}, "integer"), ({"gain": 3}, "gain")):
+        with pytest.raises(ValueError, match=word):
+            parse_augmentation([{"type": "eq", "params": params, "prob": 1}])
 
 
 def test_trim_tail_at_60_db_of_remaining_energy():

@@ -11,8 +11,8 @@ every utterance in every epoch:
 
 examples/augmentation.example.json is the recipe for the tiny corpus (its noise and RIR manifests come
 from `deepspeech2.data.noise.prepare_noise`). Types and params are the seed's (data_utils/augmentor/):
-`volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal` act on the waveform; `specaugment` and
-`vtlp` (ours: vocal tract length perturbation) act on the features and always run after every waveform
+`volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal` and `eq` (ours: a random smooth equalizer)
+act on the waveform; `specaugment` and `vtlp` (ours: vocal tract length perturbation) act on the features and always run after every waveform
 entry, whatever their place in the list. Relative
 manifest paths resolve against the current working directory, as in the seed.
 
@@ -83,7 +83,7 @@ MAX_FFT_SIZE = 2**30  # longest FFT input supported: 18 hours at 16 kHz, far bey
 SPEED_SIZE_CANDIDATES = 8  # input sizes tried per speed change: the rate error falls from 0.8% (1) to 0.25%
 IMPULSE_TAIL_DB = 60.0  # IRs are cut where the energy still to come is 60 dB down (the RT60 definition)
 
-TYPES = ("volume", "speed", "shift", "noise", "impulse", "bayesian_normal", "specaugment", "vtlp")
+TYPES = ("volume", "speed", "shift", "noise", "impulse", "eq", "bayesian_normal", "specaugment", "vtlp")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -519,6 +519,61 @@ def convolve(wav: tf.Tensor, length: tf.Tensor, impulse: tf.Tensor) -> tf.Tensor
 
 
 @dataclass(frozen=True)
+class Equalizer:
+    """A random smooth equalizer (ours): the gain in dB over frequency is a random curve, so one voice's
+    spectral balance (its tilt and broad resonances, what a microphone, a room or another voice quality
+    changes) varies from utterance to utterance while its formants stay where they are (that is `vtlp`).
+
+    The curve is a sum of `num_bands` cosines over the mel scale from 0 Hz to Nyquist, band k (1..num_bands)
+    having k half-periods, with amplitudes uniform in [-max_gain_dB, max_gain_dB] / num_bands: it stays
+    within +-max_gain_dB, and band 1 alone is a tilt. Applied as one zero-phase filter over the whole
+    utterance (zero-padded by `SPEED_RESAMPLE_PAD` to a 7-smooth FFT size, so the short impulse response of a
+    smooth curve does not wrap around), then rescaled to the input's RMS: the level is `volume`'s business.
+    """
+
+    type: ClassVar[str] = "eq"
+    max_gain_dB: float = 6.0  # the curve's largest excursion either way, dB
+    num_bands: int = 4  # cosines in the curve: 1 is a tilt; more make it wavier
+    prob: float = 1.0
+    sample_rate: int = SAMPLE_RATE  # Hz; sets where Nyquist falls on the mel scale
+
+    def __post_init__(self):
+        _check_prob(self.prob)
+        _check_number("max_gain_dB", self.max_gain_dB, low=0.0, high=40.0)
+        _check_number("num_bands", self.num_bands, low=1, high=32, integer=True)
+
+    @property
+    def num_draws(self) -> int:
+        """Uniforms `apply` takes: one amplitude per band."""
+        return self.num_bands
+
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor, seed=None) -> tuple[tf.Tensor, tf.Tensor]:
+        return self.apply(wav, length, _draw(seed, self.num_draws))
+
+    def apply(self, wav: tf.Tensor, length: tf.Tensor, u: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        length = tf.cast(length, tf.int32)
+        x = wav[:length]
+        n = fft_size(length + SPEED_RESAMPLE_PAD)
+        bins = n // 2 + 1
+        hz = tf.cast(tf.range(bins), tf.float32) * (self.sample_rate / tf.cast(n, tf.float32))
+        gain_db = tf.linalg.matvec(equalizer_basis(hz, self.num_bands, self.sample_rate),
+                                   (2.0 * u - 1.0) * (self.max_gain_dB / self.num_bands), transpose_a=True)
+        gain = tf.cast(tf.pow(10.0, gain_db / 20.0), tf.complex64)
+        y = tf.raw_ops.IRFFT(input=_rfft(x, n) * gain, fft_length=tf.reshape(n, [1]))[:length]
+        y = y * tf.sqrt(_sum_square(x) / tf.maximum(_sum_square(y), 1e-20))
+        return _pad_to(y, tf.shape(wav)[0]), length
+
+
+def equalizer_basis(hz: tf.Tensor, num_bands: int, sample_rate: int) -> tf.Tensor:
+    """`Equalizer`'s curves: float32 (num_bands, len(hz)), row k-1 = cos(k * pi * mel(hz) / mel(Nyquist))."""
+    def mel(f):
+        return 2595.0 * tf.math.log(1.0 + f / 700.0) / math.log(10.0)
+    position = mel(hz) / mel(tf.constant(sample_rate / 2.0))
+    k = tf.range(1, num_bands + 1, dtype=tf.float32)[:, None]
+    return tf.cos(math.pi * k * position[None, :])
+
+
+@dataclass(frozen=True)
 class BayesianNormalization:
     """Causal online gain normalization (seed: AudioSegment.normalize_online_bayesian).
 
@@ -729,7 +784,7 @@ def _spans(starts: tf.Tensor, widths: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
 # ---------------------------------------------------------------------------------------------------------
 # The pipeline
 
-WaveformAugment = Union[VolumePerturb, SpeedPerturb, ShiftPerturb, NoisePerturb, ImpulseResponse,
+WaveformAugment = Union[VolumePerturb, SpeedPerturb, ShiftPerturb, NoisePerturb, ImpulseResponse, Equalizer,
                         BayesianNormalization]
 
 
@@ -833,6 +888,8 @@ def _component_class(kind: str):
         return NoisePerturb
     if kind == "impulse":
         return ImpulseResponse
+    if kind == "eq":
+        return Equalizer
     if kind == "bayesian_normal":
         return BayesianNormalization
     if kind == "specaugment":
