@@ -210,13 +210,18 @@ def test_impulse_delta_two_tap_and_peak_alignment(tmp_path):
         np.testing.assert_allclose(y, ref, atol=1e-5)
 
 
+def _equalizer_curve(hz, u, max_gain_db, num_bands):
+    """Equalizer's gain in dB at `hz`: the mel-spaced cosines weighted by the draws, in numpy."""
+    def mel(f):
+        return 2595 * np.log10(1 + f / 700)
+    return sum((2 * u[k - 1] - 1) * max_gain_db / num_bands * np.cos(np.pi * k * mel(hz) / mel(SR / 2))
+               for k in range(1, num_bands + 1))
+
+
 def _equalizer_reference(x, u, max_gain_db, num_bands):
-    """Equalizer in numpy, float64: the mel-cosine gain curve on an FFT padded past the end, RMS kept."""
+    """Equalizer in numpy, float64: the gain curve on an FFT padded past the end, RMS kept."""
     n = int(FFT_SIZES[np.searchsorted(FFT_SIZES, len(x) + SPEED_RESAMPLE_PAD)])
-    hz = np.fft.rfftfreq(n, 1 / SR)
-    mel = lambda f: 2595 * np.log10(1 + f / 700)  # noqa: E731
-    curve = sum((2 * u[k - 1] - 1) * max_gain_db / num_bands * np.cos(np.pi * k * mel(hz) / mel(SR / 2))
-                for k in range(1, num_bands + 1))
+    curve = _equalizer_curve(np.fft.rfftfreq(n, 1 / SR), u, max_gain_db, num_bands)
     y = np.fft.irfft(np.fft.rfft(x.astype(np.float64), n) * 10 ** (curve / 20), n)[:len(x)]
     return y * np.sqrt(np.sum(x.astype(np.float64) ** 2) / np.sum(y**2)), curve
 
@@ -236,9 +241,7 @@ def test_equalizer_matches_numpy_and_keeps_length_padding_and_rms(num_bands, u):
     # The filter does what the curve says: band energies move by the curve's gain there (RMS aside).
     spec_in, spec_out = (np.abs(np.fft.rfft(v.astype(np.float64))) ** 2 for v in (x, out[:len(x)]))
     hz = np.fft.rfftfreq(len(x), 1 / SR)
-    mel = lambda f: 2595 * np.log10(1 + f / 700)  # noqa: E731
-    want = sum((2 * u[k - 1] - 1) * 9.0 / num_bands * np.cos(np.pi * k * mel(hz) / mel(SR / 2))
-               for k in range(1, num_bands + 1))
+    want = _equalizer_curve(hz, u, 9.0, num_bands)
     for lo, hi in ((100, 400), (1000, 1500), (3000, 4000), (6500, 7500)):
         band = (hz >= lo) & (hz < hi)
         moved = 10 * np.log10(spec_out[band].sum() / spec_in[band].sum())
