@@ -11,6 +11,7 @@ then narrow the ranges and tune on the whole set (--num_batches 0).
 """
 
 import sys
+from pathlib import Path
 
 from absl import flags
 
@@ -40,7 +41,7 @@ flags.DEFINE_integer("batch_size", 16, "Utterances per acoustic model call.")
 flags.DEFINE_integer("num_workers", 0, "Grid points decoded at once; 0: one per CPU core.")
 flags.DEFINE_integer("seed", 0, "Seed of the --num_batches sample.")
 flags.DEFINE_string("out_json", "tune.json", "Where to write every point's error and the best pair.")
-flags.DEFINE_string("out_png", "tune.png", "Where to draw the error surface.")
+flags.DEFINE_string("out_png", "", "Where to draw the error surface ('': beside --out_json, as .png).")
 flags.mark_flags_as_required(["model_dir", "manifest", "lm"])
 FLAGS = flags.FLAGS
 
@@ -62,11 +63,12 @@ def main(argv):
                                                          flush=True))
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-tune: error: {e}")
+    out_png = FLAGS.out_png or str(Path(FLAGS.out_json).with_suffix(".png"))
     save_result(result, FLAGS.out_json)
-    plot_error_surface(result, FLAGS.out_png)
+    plot_error_surface(result, out_png)
     print(f"best: alpha {result.best_alpha:.4g} beta {result.best_beta:.4g} {result.metric.upper()} "
           f"{100 * result.best_error:.2f}% on {result.num_utterances} utterances; wrote {FLAGS.out_json}, "
-          f"{FLAGS.out_png}")
+          f"{out_png}")
 
 
 def run():
