@@ -11,10 +11,10 @@ every utterance in every epoch:
 
 examples/augmentation.example.json is the recipe for the tiny corpus (its noise and RIR manifests come
 from `deepspeech2.data.noise.prepare_noise`). Types and params are the seed's (data_utils/augmentor/):
-`volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal` and `eq` (ours: a random smooth equalizer)
-act on the waveform; `specaugment` and `vtlp` (ours: vocal tract length perturbation) act on the features and always run after every waveform
-entry, whatever their place in the list. Relative
-manifest paths resolve against the current working directory, as in the seed.
+`volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal` and `eq` (ours: a random smooth
+equalizer) act on the waveform; `specaugment` and `vtlp` (ours: vocal tract length perturbation) act on the
+features and always run after every waveform entry, whatever their place in the list. Relative manifest
+paths resolve against the current working directory, as in the seed.
 
 Draws are stateless (`tf.random.stateless_uniform`): a (2,) int key `seed` determines them all. The input
 pipeline keys each record on (`PipelineConfig.seed`, epoch, input pipeline, position in the epoch), so
