@@ -565,10 +565,9 @@ class Equalizer:
 
 
 def equalizer_basis(hz: tf.Tensor, num_bands: int, sample_rate: int) -> tf.Tensor:
-    """`Equalizer`'s curves: float32 (num_bands, len(hz)), row k-1 = cos(k * pi * mel(hz) / mel(Nyquist))."""
-    def mel(f):
-        return 2595.0 * tf.math.log(1.0 + f / 700.0) / math.log(10.0)
-    position = mel(hz) / mel(tf.constant(sample_rate / 2.0))
+    """`Equalizer`'s curves: float32 (num_bands, len(hz)), row k-1 = cos(k * pi * mel(hz) / mel(Nyquist)).
+    The mel scale's constant cancels in the ratio: mel(f) / mel(Nyquist) = ln(1 + f/700) / ln(1 + Nyquist/700)."""
+    position = tf.math.log1p(hz / 700.0) / math.log1p(sample_rate / 2.0 / 700.0)
     k = tf.range(1, num_bands + 1, dtype=tf.float32)[:, None]
     return tf.cos(math.pi * k * position[None, :])
 

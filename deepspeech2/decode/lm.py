@@ -259,9 +259,8 @@ def _write_corpus(config: LMConfig, out: Path) -> tuple[collections.Counter, int
                     bad = [t for t in tokens if t in ARPA_SPECIAL]
                     if bad:  # lmplz refuses them in the corpus; only possible with `normalize` off
                         raise ValueError(f"`{path}` has KenLM's reserved token {bad[0]!r} in {line.strip()!r}")
-                    for _ in range(weight):
-                        counts.update(tokens)
-                        f.write(text + "\n")
+                    counts.update(tokens * weight)
+                    f.write((text + "\n") * weight)
     return counts, read, dropped
 
 
