@@ -34,7 +34,7 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 # (the share of the extra flite voices given a woman's formants and pitch together), DEMO_MODEL (a
 # preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes; read from its model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
-TINY_FLITE_SHARE ?= 0.15
+TINY_FLITE_SHARE ?= 0.35
 TINY_FLITE_FORMANTS ?= false
 TINY_FLITE_FEMALE ?= 0
 ifeq ($(DEMO_SIZE),full)
