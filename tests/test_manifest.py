@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 
@@ -51,6 +52,13 @@ def test_nemo_and_paddlespeech_lines_load(tmp_path):
     ('{"audio_filepath": "a.wav", "text": "x"}', r"missing required field\(s\) \['duration'\]"),
     ('{"audio_filepath": "a.wav", "duration": -1, "text": "x"}', "`duration` must be a non-negative"),
     ('{"audio_filepath": "a.wav", "duration": 1, "text": 5}', "`text` must be a string"),
+    # json.loads takes NaN (and `NaN < 0` is False), Infinity, and numbers past a float's range.
+    ('{"audio_filepath": "a.wav", "duration": NaN, "text": "x"}', "`duration` must be .*finite.* got nan"),
+    ('{"audio_filepath": "a.wav", "duration": Infinity, "text": "x"}', "`duration` must be .*finite.* got inf"),
+    ('{"audio_filepath": "a.wav", "duration": 1e999, "text": "x"}', "`duration` must be .*finite.* got inf"),
+    ('{"audio_filepath": "a.wav", "duration": 1%s, "text": "x"}' % ("0" * 400), "`duration` must be .*finite"),
+    ('{"audio_filepath": "a.wav", "duration": 1, "offset": NaN, "text": "x"}', "`offset` must be .*finite"),
+    ('{"audio_filepath": "a.wav", "duration": 1, "offset": -Infinity, "text": "x"}', "`offset` must be .*finite"),
 ])
 def test_bad_lines_name_file_and_line(tmp_path, line, match):
     path = tmp_path / "bad.jsonl"
@@ -58,6 +66,31 @@ def test_bad_lines_name_file_and_line(tmp_path, line, match):
     with pytest.raises(ValueError, match=match) as e:
         read_manifest(path)
     assert f"{path}:2" in str(e.value)
+
+
+def test_a_line_that_is_not_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"audio_filepath": "a.wav", "duration": 1, "text": "ok"}\n'
+                     + '{"audio_filepath": "a.wav", "duration": 1, "text": "caf\u00e9"}\n'.encode("latin-1"))
+    with pytest.raises(ValueError, match=r"not valid UTF-8 \(byte 0xe9 at column 56\)") as e:
+        read_manifest(path)
+    assert f"{path}:2" in str(e.value)
+
+
+def test_paths_read_through_a_symlinked_folder_stay_relative(tmp_path):
+    # `data` -> `disk/real`: the link sits at another depth than its target, so a relative path that climbs
+    # out of `data` with `..` would land somewhere else.
+    real = tmp_path / "disk" / "real"
+    (real / "wav").mkdir(parents=True)
+    (real / "wav" / "a.wav").write_bytes(b"")
+    (real / "wav" / "b.wav").symlink_to(real / "wav" / "a.wav")  # a linked file keeps its own name
+    (tmp_path / "data").symlink_to(real, target_is_directory=True)
+    data = tmp_path / "data"
+    write_manifest(data / "m.jsonl", [Utterance(str(data / "wav" / name), 1.0, "a") for name in ("a.wav", "b.wav")])
+    write_manifest(data / "clean.jsonl", read_manifest(data / "m.jsonl"))  # read back resolved: disk/real/wav
+    assert [json.loads(line)["audio_filepath"] for line in (data / "clean.jsonl").read_text().splitlines()] == [
+        "wav/a.wav", "wav/b.wav"]
+    assert all(os.path.exists(u.audio_filepath) for u in read_manifest(data / "clean.jsonl"))
 
 
 def test_filter_and_merge(tmp_path):

@@ -149,6 +149,24 @@ def test_malformed_lines_are_skipped_with_their_line_numbers(tmp_path):
     assert sorted(_records(tmp_path / "s")) == [f"utt{i:03d}" for i in range(4)]
 
 
+def test_non_finite_and_non_utf8_lines_are_skipped_as_malformed(tmp_path):
+    manifest, _ = make_manifest(tmp_path, n=3)
+    good = manifest.read_bytes().splitlines()
+    bad = [b'{"audio_filepath": "wav/utt000.wav", "duration": NaN, "text": "hello world"}',  # line 2
+           b'{"audio_filepath": "wav/utt001.wav", "duration": 1, "offset": Infinity, "text": "hello"}',  # 3
+           '{"audio_filepath": "wav/utt001.wav", "duration": 1.0, "text": "caf\u00e9"}'.encode("latin-1")]  # 4
+    manifest.write_bytes(b"\n".join(good[:1] + bad + good[1:]) + b"\n")
+    index = make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=2),
+                        progress=False)
+    assert index["total_count"] == 3
+    skipped = {s["line"]: s for s in index["skipped"]}
+    assert sorted(skipped) == [2, 3, 4] and {s["kind"] for s in skipped.values()} == {"malformed"}
+    assert "`duration` must be a non-negative, finite" in skipped[2]["reason"]
+    assert "`offset` must be a non-negative, finite" in skipped[3]["reason"]
+    assert "not valid UTF-8 (byte 0xe9" in skipped[4]["reason"]
+    assert sorted(_records(tmp_path / "s")) == [f"utt{i:03d}" for i in range(3)]
+
+
 def test_index_lists_samples_and_label_steps_per_record(tmp_path):
     manifest, _ = make_manifest(tmp_path, n=6)
     vocab = Vocabulary.english()

@@ -87,6 +87,45 @@ def test_write_clean_with_no_usable_line_is_an_error(tmp_path):
     assert len((tmp_path / "clean.jsonl.dropped.jsonl").read_text().splitlines()) == 8
 
 
+def test_non_finite_and_non_utf8_lines_are_dropped_like_any_malformed_line(tmp_path):
+    manifest, utts = make_manifest(tmp_path, n=2)
+    good = manifest.read_bytes().splitlines()
+    bad = [b'{"audio_filepath": "wav/utt000.wav", "duration": NaN, "text": "hello world"}',  # line 2
+           b'{"audio_filepath": "wav/utt000.wav", "duration": Infinity, "text": "hello world"}',  # 3
+           '{"audio_filepath": "wav/utt001.wav", "duration": 1.0, "text": "caf\u00e9"}'.encode("latin-1")]  # 4
+    manifest.write_bytes(b"\n".join(good[:1] + bad + good[1:]) + b"\n")
+    report = validate_manifest(manifest, ValidationConfig(vocab=Vocabulary.english()), progress=False)
+    assert report.total == 5 and [n for n, _ in report.good] == [1, 5] and report.bad_lines() == [2, 3, 4]
+    by_line = {p.line: p for p in report.problems}
+    assert {p.field for p in report.problems} == {"json"}
+    assert "`duration` must be a non-negative, finite" in by_line[2].message and "got nan" in by_line[2].message
+    assert "`duration` must be a non-negative, finite" in by_line[3].message and "got inf" in by_line[3].message
+    assert "not valid UTF-8 (byte 0xe9" in by_line[4].message
+    dropped = write_clean(report, tmp_path / "clean.jsonl")
+    assert read_manifest(tmp_path / "clean.jsonl") == utts
+    rows = [json.loads(line) for line in dropped.read_text(encoding="utf-8").splitlines()]
+    assert [r["line"] for r in rows] == [2, 3, 4]
+    assert rows[0]["entry"] == bad[0].decode() and rows[2]["entry"].endswith('"caf\\xe9"}')  # the byte, shown
+
+
+def test_a_symlinked_data_folder_through_validate_clean_and_shards(tmp_path):
+    # `data` -> `disk/real` (another disk, mounted at another depth): the clean manifest written through
+    # the link must still reach every file.
+    real = tmp_path / "disk" / "real"
+    make_manifest(real / "t", n=4)
+    (tmp_path / "data").symlink_to(real, target_is_directory=True)
+    folder = tmp_path / "data" / "t"
+    report = validate_manifest(folder / "manifest.jsonl", ValidationConfig(vocab=Vocabulary.english()),
+                               progress=False)
+    assert report.ok and len(report.good) == 4
+    write_clean(report, folder / "clean.jsonl")
+    lines = [json.loads(line) for line in (folder / "clean.jsonl").read_text().splitlines()]
+    assert [line["audio_filepath"] for line in lines] == [f"wav/utt{i:03d}.wav" for i in range(4)]
+    index = make_shards(folder / "clean.jsonl", Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=2),
+                        progress=False)
+    assert index["total_count"] == 4 and index["skipped"] == []
+
+
 def _talk(tmp_path):
     """A 10 s 'talk': a quiet first 2 s, then loud; returns its path and int16 samples."""
     quiet, loud = 0.1 * make_clip(2.0, seed=1), make_clip(8.0, seed=2)

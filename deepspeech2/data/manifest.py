@@ -18,9 +18,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -52,12 +54,8 @@ class Utterance:
 
     def to_json(self, relative_to: Path | None = None) -> str:
         path = self.audio_filepath
-        if relative_to is not None:
-            try:
-                path = os.path.relpath(path, relative_to) if Path(path).is_absolute() and \
-                    Path(path).resolve().is_relative_to(relative_to.resolve()) else path
-            except ValueError:
-                pass
+        if relative_to is not None and os.path.isabs(path):
+            path = _relative_path(path, relative_to)
         obj = {"audio_filepath": path, "duration": round(self.duration, 4), "text": self.text}
         if self.offset is not None:  # kept at 0.0 too: it makes the line a segment
             obj["offset"] = round(self.offset, 4)
@@ -68,8 +66,40 @@ class Utterance:
         return json.dumps(obj, ensure_ascii=False)
 
 
+def _relative_path(path: str, folder: Path) -> str:
+    """`path` relative to `folder` when the file lies under it, else `path` as it is.
+
+    Relative to the folder as given or, failing that, as resolved (a manifest read through a symlinked
+    `data/` holds resolved paths). The file's own name is never resolved, and the result must reach the same
+    file from the folder `iter_manifest` will resolve, so no `..` climbs back across a symlink.
+    """
+    real, base = os.path.realpath(path), os.path.realpath(folder)
+    for start in (folder, base):
+        try:
+            rel = os.path.relpath(path, start)
+        except ValueError:  # another drive (Windows)
+            continue
+        if Path(rel).parts[0] != os.pardir and os.path.realpath(os.path.join(base, rel)) == real:
+            return rel
+    return path
+
+
+def open_manifest(path: str | os.PathLike) -> TextIO:
+    """Open a manifest to read line by line, as every tool does. A byte that isn't UTF-8 doesn't stop the
+    reading: it comes through escaped (as U+DC80..U+DCFF, `surrogateescape`), and `parse_line` rejects its
+    line alone, naming it."""
+    return open(path, encoding="utf-8", errors="surrogateescape")
+
+
 def parse_line(line: str, base_dir: Path | None = None, where: str = "") -> Utterance:
-    """Parse one manifest line. Raises ValueError with `where` (e.g. "train.jsonl:12") in the message."""
+    """Parse one manifest line (as `open_manifest` reads it). Raises ValueError with `where` (e.g.
+    "train.jsonl:12") in the message."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as e:  # an escaped byte from `open_manifest`
+        byte = line[e.start].encode("utf-8", "surrogateescape")
+        raise ValueError(f"{where}: not valid UTF-8 (byte 0x{byte.hex()} at column {e.start + 1}); re-encode the "
+                         "manifest as UTF-8 (e.g. `iconv -f latin1 -t utf-8 IN > OUT`)") from None
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as e:
@@ -94,8 +124,10 @@ def parse_line(line: str, base_dir: Path | None = None, where: str = "") -> Utte
         value = obj.pop(key, None)
         if value is None and key == "offset":  # absent (or null): the whole file
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(f"{where}: `{key}` must be a non-negative number of seconds, got {value!r}")
+        # json.loads also gives NaN (which fails every comparison), inf (`Infinity`, 1e999) and ints too big
+        # for a float; the bounds keep all three out.
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= sys.float_info.max:
+            raise ValueError(f"{where}: `{key}` must be a non-negative, finite number of seconds, got {value!r}")
         nums[key] = float(value)
     opt = {k: obj.pop(k) for k in ("speaker", "language") if k in obj}
     if "speaker" in opt and opt["speaker"] is not None:
@@ -162,7 +194,7 @@ def iter_manifest(path: str | os.PathLike) -> Iterator[tuple[int, Utterance]]:
     if not path.exists():
         raise FileNotFoundError(f"manifest `{path}` does not exist")
     base = path.parent.resolve()
-    with open(path, encoding="utf-8") as f:
+    with open_manifest(path) as f:
         for n, line in enumerate(f, start=1):
             if line.strip():
                 yield n, parse_line(line, base, where=f"{path}:{n}")
@@ -191,6 +223,17 @@ def write_manifest(path: str | os.PathLike, utterances: Iterable[Utterance]) -> 
             f.write(u.to_json(relative_to=path.parent) + "\n")
             n += 1
     return n
+
+
+def write_dropped(path: str | os.PathLike, manifest: str | os.PathLike, reasons: dict[int, list[str]]) -> None:
+    """Write the lines of `manifest` that were left out to `path`: one `{"line", "reasons", "entry"}` per
+    line, in line order, `entry` being the line as it is (a byte that isn't UTF-8 shown as `\\xe9`)."""
+    with open_manifest(manifest) as f:
+        raw = {n: line for n, line in enumerate(f, start=1) if n in reasons}
+    with atomic_write(path) as f:
+        for n in sorted(reasons):
+            entry = raw[n].rstrip("\n").encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            f.write(json.dumps({"line": n, "reasons": reasons[n], "entry": entry}, ensure_ascii=False) + "\n")
 
 
 @dataclass(frozen=True)
@@ -243,12 +286,7 @@ def normalize_manifest(path: str | os.PathLike, out: str | os.PathLike, language
     dropped_path = None
     if dropped:
         dropped_path = out.with_name(out.name + ".dropped.jsonl")
-        with open(path, encoding="utf-8") as f:
-            raw = dict(enumerate(f, start=1))
-        with atomic_write(dropped_path) as f:
-            for n, reason in dropped:
-                f.write(json.dumps({"line": n, "reasons": [reason], "entry": raw[n].rstrip("\n")},
-                                   ensure_ascii=False) + "\n")
+        write_dropped(dropped_path, path, {n: [reason] for n, reason in dropped})
     if not kept:
         where = f"; the reasons are in `{dropped_path}`" if dropped else ""
         raise ValueError(f"no line of `{path}` is left to write to `{out}` ({len(dropped)} dropped){where}")

@@ -26,7 +26,7 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE
-from deepspeech2.data.manifest import Utterance, load_utterance, parse_line
+from deepspeech2.data.manifest import Utterance, load_utterance, open_manifest, parse_line
 from deepspeech2.data.validate import model_name
 from deepspeech2.features import FeatureConfig
 from deepspeech2.fileio import atomic_path, write_json
@@ -164,7 +164,7 @@ def read_manifest_lines(manifest: str | os.PathLike) -> tuple[list[tuple[int, Ut
         raise FileNotFoundError(f"manifest `{path}` does not exist")
     base = path.parent.resolve()
     good, bad = [], []
-    with open(path, encoding="utf-8") as f:
+    with open_manifest(path) as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +19,9 @@ import soundfile as sf
 from tqdm import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info
-from deepspeech2.data.manifest import Utterance, audio_span, duration_mismatch, parse_line, write_manifest
+from deepspeech2.data.manifest import (Utterance, audio_span, duration_mismatch, open_manifest, parse_line,
+                                       write_dropped, write_manifest)
 from deepspeech2.features import FeatureConfig
-from deepspeech2.fileio import atomic_write
 from deepspeech2.model.config import DS2_SMALL, PRESETS, ModelConfig
 from deepspeech2.model.deepspeech2 import ctc_label_steps, output_steps
 from deepspeech2.vocab import Vocabulary
@@ -178,7 +177,7 @@ def validate_manifest(path: str | os.PathLike, config: ValidationConfig = Valida
     if not path.exists():
         raise FileNotFoundError(f"manifest `{path}` does not exist")
     base = path.parent.resolve()
-    with open(path, encoding="utf-8") as f:
+    with open_manifest(path) as f:
         lines = [(n, line) for n, line in enumerate(f, start=1) if line.strip()]
     report = ValidationReport(path=path, total=len(lines))
     with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool:
@@ -207,12 +206,7 @@ def write_clean(report: ValidationReport, out: str | os.PathLike) -> Path:
     by_line: dict[int, list[str]] = {}
     for p in report.problems:
         by_line.setdefault(p.line, []).append(f"{p.field}: {p.message}")
-    with open(report.path, encoding="utf-8") as f:
-        raw = dict(enumerate(f, start=1))
-    with atomic_write(dropped) as f:
-        for line, reasons in sorted(by_line.items()):
-            f.write(json.dumps({"line": line, "reasons": reasons, "entry": raw[line].rstrip("\n")},
-                               ensure_ascii=False) + "\n")
+    write_dropped(dropped, report.path, by_line)
     if not report.good:
         fields = collections.Counter(p.field for p in report.problems).most_common(3)
         example = {p.field: p.message for p in reversed(report.problems)}  # each field's first message
