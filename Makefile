@@ -37,6 +37,7 @@ DEMO_SIZE ?= full
 TINY_FLITE_SHARE ?= 0.35
 TINY_FLITE_FORMANTS ?= false
 TINY_FLITE_FEMALE ?= 0
+TINY_NEURAL_SHARE ?= 0
 ifeq ($(DEMO_SIZE),full)
 # More audio and voices for fewer epochs: the same steps as 12 epochs of 1.5 h, and 2-3 points less CER
 # with the LM on dev and on festival's voices (docs/experiments.md, E13 and E14).
@@ -85,7 +86,8 @@ demo-data: $(DEMO_DATA)
 $(TINY)/train.jsonl: | deps
 	$(STAGE) "[1/8] tiny corpus: $(TINY_HOURS) h of English from espeak-ng and flite voices"
 	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS) \
-		--flite_share $(TINY_FLITE_SHARE) --flite_formants=$(TINY_FLITE_FORMANTS) --flite_female $(TINY_FLITE_FEMALE)
+		--flite_share $(TINY_FLITE_SHARE) --flite_formants=$(TINY_FLITE_FORMANTS) --flite_female $(TINY_FLITE_FEMALE) \
+		--neural_share $(TINY_NEURAL_SHARE)
 
 $(TINY)/vocab.txt: $(TINY)/train.jsonl
 	$(STAGE) "[2/8] vocabulary, validation, shards, noise and statistics"
@@ -130,13 +132,13 @@ $(RES)/tune.json: $(RUN)/.trained-$(DEMO_EPOCHS) $(LM).bin
 
 $(RES)/%_greedy.json: $(RUN)/.trained-$(DEMO_EPOCHS)
 	$(STAGE) "[6/8] evaluate $* greedy"
-	$(BIN)/ds2-eval --model_dir $(RUN)/model --manifest $(TINY)/$*.clean.jsonl --group_by speaker --report $@
+	$(BIN)/ds2-eval --model_dir $(RUN)/model --manifest $(TINY)/$*.clean.jsonl --group_by speaker,engine --report $@
 
 $(RES)/%_lm.json: $(RES)/tune.json
 	$(STAGE) "[6/8] evaluate $* with the LM (alpha, beta from $<)"
 	$(BIN)/ds2-eval --model_dir $(RUN)/model --manifest $(TINY)/$*.clean.jsonl --decoder beam --lm $(LM).bin --beam_size $(DEMO_BEAM) \
 		--alpha $$($(PY) -c "import json; print(json.load(open('$<'))['best_alpha'])") \
-		--beta $$($(PY) -c "import json; print(json.load(open('$<'))['best_beta'])") --group_by speaker --report $@
+		--beta $$($(PY) -c "import json; print(json.load(open('$<'))['best_beta'])") --group_by speaker,engine --report $@
 
 # Export (with the tuned LM recorded for n-best requests), serve it with ds2-serve on a free loopback port,
 # transcribe three test files through gRPC with ds2-client (greedy and the LM's 3-best), stop the server.

@@ -3,7 +3,7 @@
     ds2-prepare COMMAND [ARGS] [flags]
 
 commands:
-  tiny         synthesize a small corpus with espeak-ng and flite voices (--out; --hours, --seed, --language)
+  tiny         synthesize a small corpus with espeak-ng, flite and neural voices (--out; --hours, --seed, --language)
   heldout      MANIFEST's sentences read by festival voices, an engine the tiny corpus never uses (--out, --name)
   noise        coloured noise, babble and room impulse responses for augmentation (--out; --speech_manifest)
   poetry       classical Chinese LM text from the chinese-poetry collection (npm), less every poem near a
@@ -54,6 +54,8 @@ flags.DEFINE_bool("flite_formants", False, "tiny: the extra flite voices (past -
                   "also get formants up to 25% higher, toward the female range.")
 flags.DEFINE_float("flite_female", 0.0, "tiny: this share of the extra flite voices get a woman's formants "
                    "(12-25% higher) and pitch (160-230 Hz) together.")
+flags.DEFINE_float("neural_share", 0.0, "tiny: this fraction of the training voices are neural (hibari's woman and "
+                   "Piper's joe, each spread into many speakers); dev and test have none.")
 flags.DEFINE_integer("common_chars", 0, "tiny --language zh: only sentences made of fortunes-zh's N most "
                      "frequent characters (0: all).")
 flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
@@ -130,7 +132,7 @@ def _prepare(command: str, args: list[str]) -> int:
                                                   language=FLAGS.language, num_workers=FLAGS.num_workers,
                                                   train_speakers=FLAGS.train_speakers,
                                                   flite_share=FLAGS.flite_share, flite_formants=FLAGS.flite_formants,
-                                                  flite_female=FLAGS.flite_female,
+                                                  flite_female=FLAGS.flite_female, neural_share=FLAGS.neural_share,
                                                   common_chars=FLAGS.common_chars))
     elif command == "poetry":
         from deepspeech2.data.poetry import PoetryTextConfig, prepare_poetry_text

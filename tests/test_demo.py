@@ -38,6 +38,14 @@ def test_make_demo_small_end_to_end(checkout_copy):
             refs, hyps = [u["reference"] for u in utts], [u["hypothesis"] for u in utts]
             assert summary[split][f"wer_{kind}"] == pytest.approx(jiwer.wer(refs, hyps), abs=1e-9)
             assert summary[split][f"cer_{kind}"] == pytest.approx(jiwer.cer(refs, hyps), abs=1e-9)
+            # ... and per synthesizer: the manifest says which engine read each line
+            engines = summary[split]["engines"]
+            assert sum(e["utterances"] for e in engines.values()) == len(utts)
+            for engine, e in engines.items():
+                mine = [u for u in utts if u["engine"] == engine]
+                assert e[f"wer_{kind}"] == pytest.approx(
+                    jiwer.wer([u["reference"] for u in mine], [u["hypothesis"] for u in mine]), abs=1e-9)
+        assert set(summary[split]["engines"]) == ({"espeak-ng", "flite"} if split == "test" else {"espeak-ng"})
     assert summary["train"]["epochs"] == 2 and summary["lm"]["order"] == 3
     for key in ("learning_curve", "error_surface"):
         png = work / summary["paths"][key]

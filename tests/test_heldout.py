@@ -47,7 +47,7 @@ def test_every_voice_reads_every_sentence_once(made):
         (u.speaker, u.text, u.duration) for u in utts]
     line = json.loads((out / "heldout.jsonl").read_text().splitlines()[0])
     assert line["audio_filepath"].startswith("heldout/wav/festival-")  # relative to the manifest
-    assert line["language"] == "en"
+    assert line["language"] == "en" and line["engine"] == "festival"  # ds2-eval --group_by engine
 
 
 def test_audio_is_16k_mono_trimmed_padded_and_normalised(made):
@@ -146,3 +146,25 @@ def test_demo_report_adds_the_heldout_rows(tmp_path):
     rows = {line.split()[0]: line.split()[-4:] for line in demo_report.format_table(s).splitlines() if line.strip()}
     assert rows["heldout"] == ["85.00%", "45.00%", "65.00%", "40.00%"]
     assert rows["kal_diphone"] == ["80.00%", "40.00%", "60.00%", "35.00%"]
+
+
+def test_demo_report_breaks_test_down_by_engine(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import demo_report
+
+    greedy, lm = _report(0.5, 0.2), _report(0.3, 0.1)
+    greedy["groups"]["engine"] = {"espeak-ng": {"utterances": 79, "wer": 0.4, "cer": 0.15},
+                                  "flite": {"utterances": 11, "wer": 0.9, "cer": 0.5}}
+    lm["groups"]["engine"] = {"espeak-ng": {"utterances": 79, "wer": 0.2, "cer": 0.05},
+                              "flite": {"utterances": 11, "wer": 0.8, "cer": 0.45}}
+    s = demo_report._split_summary(greedy, lm)
+    assert s["engines"]["flite"] == {"utterances": 11, "wer_greedy": 0.9, "cer_greedy": 0.5, "wer_lm": 0.8,
+                                     "cer_lm": 0.45}
+    assert "engines" not in demo_report._split_summary(_report(0.5, 0.2), _report(0.3, 0.1))  # not grouped
+    summary = {"dev": demo_report._split_summary(greedy, lm), "test": s, "lm": {"alpha": 1, "beta": 1},
+               "train": {"epochs": 1, "seconds": 60}, "rtf": {"acoustic": 0, "decoder_lm": 0, "total_lm": 0},
+               "paths": {k: "x" for k in ("tensorboard", "learning_curve", "error_surface", "test_report")}}
+    rows = [line.split() for line in demo_report.format_table(summary).splitlines()]
+    engine_rows = [r for r in rows if r and r[0] in ("espeak-ng", "flite")]
+    assert engine_rows == [["espeak-ng", "(79)", "40.00%", "15.00%", "20.00%", "5.00%"],
+                           ["flite", "(11)", "90.00%", "50.00%", "80.00%", "45.00%"]]  # under test only

@@ -361,33 +361,56 @@ def test_dev_and_test_voices_do_not_depend_on_the_training_size():
         assert len(other["train"]) == kw["train_speakers"]
 
 
-def test_flite_formant_shift_keeps_duration_and_pitch():
-    """A formant factor k raises the spectrum k times; duration and F0 stay what was asked (measured on real
-    flite output: F0 from the pitch-gram's first ridge, the spectral centroid from the power spectrum)."""
+def _duration_f0_centroid(sp: tiny.Speaker) -> tuple[float, float, float]:
+    """A speaker reading one sentence, measured: seconds, F0 (Hz, the pitch-gram's first ridge) and the spectral
+    centroid (bins of the power spectrum)."""
     from deepspeech2.features import FeatureConfig, compute_features
 
     fc = FeatureConfig(pitch_bins=48)
     freqs = np.geomspace(fc.pitch_fmax, fc.pitch_fmin, fc.pitch_bins)
+    job = tiny._Job("train", 0, "the quick brown fox jumps over the lazy dog", sp, rate=1.0, pitch=sp.pitch,
+                    amplitude=60, peak_dbfs=-3.0, lead=0.0, trail=0.0)
+    wav, sr = tiny._synthesize(job, "espeak-ng", shutil.which("flite"))
+    wav = tiny.trim_level_pad(wav, sr, -3.0, 0.0, 0.0)
+    feats = compute_features(wav, len(wav), fc)[0].numpy()
+    gram = feats[:, fc.spectral_dim:]
+    voiced = gram.max(axis=1) > 0.8
+    f0 = np.median([freqs[np.argmax(row > 0.8)] for row in gram[voiced]])
+    power = np.exp(feats[voiced, :fc.spectral_dim]).mean(axis=0)
+    return len(wav) / 16000, f0, (power * np.arange(fc.spectral_dim)).sum() / power.sum()
+
+
+def test_flite_formant_shift_keeps_duration_and_pitch():
+    """A formant factor k raises the spectrum k times; duration and F0 stay what was asked (measured on real
+    flite output)."""
     measured = {}
     for k in (1.0, 1.2):
         sp = tiny.Speaker("flite-awb-2", "flite", "awb", None, "M", rate=1.0, pitch=1.0, f0=110.0, formant=k)
-        job = tiny._Job("train", 0, "the quick brown fox jumps over the lazy dog", sp, rate=1.0, pitch=1.0,
-                        amplitude=60, peak_dbfs=-3.0, lead=0.0, trail=0.0)
-        wav, sr = tiny._synthesize(job, "espeak-ng", shutil.which("flite"))
-        wav = tiny.trim_level_pad(wav, sr, -3.0, 0.0, 0.0)
-        feats = compute_features(wav, len(wav), fc)[0].numpy()
-        gram = feats[:, fc.spectral_dim:]
-        voiced = gram.max(axis=1) > 0.8
-        f0 = np.median([freqs[np.argmax(row > 0.8)] for row in gram[voiced]])
-        power = np.exp(feats[voiced, :fc.spectral_dim]).mean(axis=0)
-        measured[k] = (len(wav) / 16000, f0, (power * np.arange(fc.spectral_dim)).sum() / power.sum())
+        measured[k] = _duration_f0_centroid(sp)
     (d1, f1, c1), (d2, f2, c2) = measured[1.0], measured[1.2]
     assert abs(d2 / d1 - 1) < 0.03 and abs(np.log2(f2 / f1)) < 0.1  # under 1.2 semitones
     assert 1.1 < c2 / c1 < 1.3
     unshifted = tiny._Job("train", 0, "x", dataclasses.replace(sp, formant=1.0), 1.0, 1.0, 60, -3.0, 0.0, 0.0)
     payload = [tiny.SYNTH_VERSION, "x", {f: v for f, v in dataclasses.asdict(unshifted.speaker).items()
-                                         if f != "formant"}, 1.0, 1.0, 60, -3.0, 0.0, 0.0]
+                                         if f not in ("formant", "intonation", "breath")},
+               1.0, 1.0, 60, -3.0, 0.0, 0.0]
     assert unshifted.key() == hashlib.sha1(json.dumps(payload).encode()).hexdigest()[:10]  # old files reused
+
+
+def test_hibari_speakers_move_pitch_and_formants_apart():
+    """hibari's man: F0 at the asked factor with the spectrum where it was; lowered formants move the spectrum
+    down with F0 unchanged; duration stays (measured on hibari's output)."""
+    def measure(**kw):
+        return _duration_f0_centroid(tiny.Speaker("hibari-heart-1", "hibari", "heart", None, "F", rate=1.0, **kw))
+
+    d0, f0, c0 = measure(pitch=1.0)
+    d1, f1, c1 = measure(pitch=0.6)
+    d2, f2, c2 = measure(pitch=1.0, formant=0.85)
+    assert abs(np.log2(f1 / f0 / 0.6)) < 0.1 and abs(np.log2(f2 / f0)) < 0.1  # under 1.2 semitones
+    # The centroid follows the envelope: lowered formants move it down far more than a lowered F0 does
+    # (measured: 0.66 and 0.87 of the voice's own).
+    assert 0.55 < c2 / c0 < 0.9 and abs(np.log(c1 / c0)) < 0.5 * abs(np.log(c2 / c0))
+    assert abs(d1 / d0 - 1) < 0.02 and abs(d2 / d0 - 1) < 0.02
 
 
 def test_job_parameters_depend_only_on_seed_and_index():
@@ -398,3 +421,55 @@ def test_job_parameters_depend_only_on_seed_and_index():
     assert tiny._make_job("train", 1, "x", sp, seed=1) != tiny._make_job("train", 1, "x", sp, seed=0)
     assert len({j.key() for j in b}) == 3
     assert all(0.9 <= j.rate <= 1.1 and 0.9 <= j.pitch <= 1.1 for j in b)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """A corpus whose 8 training voices are 4 neural, 3 flite and 1 espeak-ng, so 36 s of audio reaches each."""
+    out = tmp_path_factory.mktemp("tiny") / "mixed"
+    return out, prepare_tiny(_config(out, train_speakers=8, neural_share=0.5))
+
+
+def test_neural_voices_are_their_share_of_training_and_in_no_other_split(mixed):
+    out, manifests = mixed
+    info = json.loads((out / "speakers.json").read_text())
+    engines = {s: collections.Counter(sp["engine"] for sp in info["splits"][s]) for s in tiny.SPLITS}
+    assert engines["train"] == {"hibari": 2, "piper": 2, "flite": 3, "espeak-ng": 1}
+    assert engines["dev"].keys() == {"espeak-ng"} and engines["test"].keys() == {"espeak-ng", "flite"}
+    heard = collections.Counter(u.speaker.split("-")[0] for u in manifests["train"])
+    assert heard["hibari"] >= 2 and heard["piper"] >= 2  # the neural voices speak in the corpus
+    # A voice is an engine's voice with its settings: no two speakers share one, within or across splits.
+    settings = [json.dumps({k: v for k, v in sp.items() if k != "id"}, sort_keys=True)
+                for s in tiny.SPLITS for sp in info["splits"][s]]
+    assert len(set(settings)) == len(settings)
+    assert set(info["engines"]) == {"espeak-ng", "flite", "hibari", "piper"}
+    for u in manifests["train"]:
+        info_ = sf.info(u.audio_filepath)
+        assert info_.samplerate == 16000 and info_.frames / 16000 == pytest.approx(u.duration, abs=1e-4)
+
+
+def test_neural_corpus_is_identical_for_the_same_seed(mixed, tmp_path):
+    out, _ = mixed
+    prepare_tiny(_config(tmp_path / "b", train_speakers=8, neural_share=0.5, num_workers=1))
+    assert _tree(out) == _tree(tmp_path / "b")
+
+
+def test_neural_share_of_a_large_corpus_and_its_spreads():
+    speakers = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, flite_share=0.2,
+                                                   neural_share=0.3))
+    base = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, flite_share=0.2))
+    assert speakers["dev"] == base["dev"] and speakers["test"] == base["test"]
+    count = collections.Counter(sp.engine for sp in speakers["train"])
+    assert count == {"hibari": 150, "piper": 150, "flite": 200, "espeak-ng": 500}
+    hibari = [sp for sp in speakers["train"] if sp.engine == "hibari"]
+    men = [sp for sp in hibari if sp.gender == "M"]
+    assert 0.4 < len(men) / len(hibari) < 0.6
+    assert all(sp.pitch <= 0.7 and sp.formant <= 0.92 for sp in men)
+    assert all(sp.pitch >= 0.85 and sp.formant >= 0.95 for sp in hibari if sp.gender == "F")
+    assert np.std([sp.intonation for sp in hibari]) > 0.2 and np.std([sp.breath for sp in hibari]) > 2
+    piper = [sp for sp in speakers["train"] if sp.engine == "piper"]
+    assert min(sp.formant for sp in piper) < 0.95 and max(sp.formant for sp in piper) > 1.25
+    with pytest.raises(ValueError, match="`neural_share` must be in"):
+        TinyCorpusConfig(out_dir="x", flite_share=0.5, neural_share=0.5)
+    with pytest.raises(ValueError, match="is for English"):
+        TinyCorpusConfig(out_dir="x", language="zh", neural_share=0.2)

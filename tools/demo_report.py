@@ -6,7 +6,8 @@ Reads what the demo's stages wrote (the trainer's epochs.json, ds2-tune's JSON, 
 writes `results/demo.json` with keys a script can read: `test.wer_lm`, `test.cer_lm`, `test.wer_greedy`,
 `test.cer_greedy` (and the same under `dev`), `train.*`, `lm.*`, `rtf.*`, `paths.*`; after `make demo-heldout`
 also `heldout.*` and `heldout_dev.*` (the test and dev sentences read by festival voices, an engine the demo
-never trains on), with a breakdown per voice (the table shows test's).
+never trains on), with a breakdown per voice (the table shows test's), and dev's and test's per synthesizer
+(`test.engines.flite.cer_lm`...).
 """
 
 import argparse
@@ -66,10 +67,17 @@ def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
 
 
 def _split_summary(greedy: dict, lm: dict) -> dict:
-    """One split's figures from its two ds2-eval reports (greedy, and beam search with the LM)."""
-    return {"utterances": lm["totals"]["scored"], "skipped": lm["totals"]["skipped"],
-            "wer_greedy": greedy["totals"]["wer"], "cer_greedy": greedy["totals"]["cer"],
-            "wer_lm": lm["totals"]["wer"], "cer_lm": lm["totals"]["cer"]}
+    """One split's figures from its two ds2-eval reports (greedy, and beam search with the LM), and per
+    synthesizer where the reports are grouped by `engine` (the tiny corpus' manifests say which)."""
+    out = {"utterances": lm["totals"]["scored"], "skipped": lm["totals"]["skipped"],
+           "wer_greedy": greedy["totals"]["wer"], "cer_greedy": greedy["totals"]["cer"],
+           "wer_lm": lm["totals"]["wer"], "cer_lm": lm["totals"]["cer"]}
+    if "engine" in greedy.get("groups", {}) and "engine" in lm.get("groups", {}):
+        out["engines"] = {engine: {"utterances": g["utterances"], "wer_greedy": g["wer"], "cer_greedy": g["cer"],
+                                   "wer_lm": lm["groups"]["engine"][engine]["wer"],
+                                   "cer_lm": lm["groups"]["engine"][engine]["cer"]}
+                          for engine, g in greedy["groups"]["engine"].items()}
+    return out
 
 
 def format_table(s: dict) -> str:
@@ -82,8 +90,11 @@ def format_table(s: dict) -> str:
         values = [r[f"{k}_greedy"] for k in kinds] + [r[f"{k}_lm"] for k in kinds]
         return f"{label:<18}" + "".join(f"{v:>12.2%}" for v in values)
 
-    rows += [row(f"{split} ({s[split]['utterances']})", s[split])
-             for split in ("dev", "test", "heldout_dev", "heldout") if split in s]
+    for split in ("dev", "test", "heldout_dev", "heldout"):
+        if split in s:
+            rows.append(row(f"{split} ({s[split]['utterances']})", s[split]))
+            if split == "test":  # test's voices by synthesizer
+                rows += [row(f"  {engine} ({r['utterances']})", r) for engine, r in s[split].get("engines", {}).items()]
     rows += [row("  " + voice.removeprefix("festival-")[:16], r)  # festival: an engine training never heard
              for voice, r in s.get("heldout", {}).get("voices", {}).items()]
     t = s["train"]

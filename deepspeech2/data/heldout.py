@@ -142,7 +142,7 @@ def prepare_heldout(config: HeldoutConfig) -> list[Utterance]:
                 log.warning("heldout: skipped %s %r: %s", voice, text, e)
                 continue
             utterances.append(Utterance(audio_filepath=str(path), duration=round(duration, 4), text=text,
-                                        speaker=f"festival-{voice}", language="en"))
+                                        speaker=f"festival-{voice}", language="en", extra={"engine": "festival"}))
     if len(failed) > len(utterances):
         raise RuntimeError(f"festival failed on {len(failed)} of {len(jobs)} utterances; the last error: "
                            f"{failed[-1]}")

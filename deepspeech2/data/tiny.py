@@ -1,8 +1,8 @@
-"""The tiny synthetic corpus: Debian fortunes read aloud by espeak-ng and flite voices.
+"""The tiny synthetic corpus: Debian fortunes read aloud by espeak-ng, flite and neural voices.
 
 It is the default data of the demo, so the whole pipeline runs with no download:
 
-    out/train.jsonl, dev.jsonl, test.jsonl     manifests (speaker and language set, paths relative)
+    out/train.jsonl, dev.jsonl, test.jsonl     manifests (speaker, engine and language set, paths relative)
     out/wav/<split>/<speaker>/<id>.wav         16 kHz mono 16-bit audio
     out/lm_text.txt                            normalized fortunes sentences, less any containing a dev/test one
     out/speakers.json                          the speaker split and the generation parameters
@@ -16,7 +16,10 @@ training never hears, the test split alone has the Caribbean accent (`en-029`) a
 flite's only woman: flite has four usable voices, and a model that hears two of them learns those two rather
 than flite's way of speaking, so training gets three and dev none). Mandarin uses espeak-ng's
 `cmn-latn-pinyin` voice with the variants as speakers, less those whose inverted pitch range reverses the tones.
-The synthesizers read the normalized transcript itself, so audio and text always agree.
+`neural_share` of the training speakers are neural voices (deepspeech2/data/neural.py: hibari's woman and
+Piper's man, spread into many speakers by pitch, intonation, vocal-tract length, breathiness and rate); dev and
+test have none, so no test voice is ever a training voice. The synthesizers read the normalized transcript itself,
+so audio and text always agree.
 
 Everything derives from `seed` by utterance index (a job's sentence, speaker and parameters never depend
 on the order in which workers finish), and the synthesizers are deterministic, so the same seed gives
@@ -51,6 +54,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info, resample, save_wav
+from deepspeech2.data import neural
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.fileio import atomic_write, write_json
 from deepspeech2.text import normalize_english, normalize_mandarin
@@ -110,6 +114,16 @@ FLITE_EXTRA_FORMANT = (1.0, 1.25)
 FLITE_FEMALE_FORMANT = (1.12, 1.25)
 FLITE_FEMALE_PITCH = (1.5, 2.1)  # x the voice's F0 (kal16 105 Hz, awb 110 Hz): 160-230 Hz
 FORMANT_STEP_HZ = 400  # the shifted rate is rounded to this, so resampling uses small polyphase factors
+# Neural training voices (deepspeech2/data/neural.py): (engine, voice, gender) by split. Each is spread into many
+# speakers; hibari's woman also becomes men (F0 about halved, formants 8-20% lower).
+NEURAL_VOICES = {"train": (("hibari", neural.HIBARI_VOICE, "F"), ("piper", "joe", "M")), "dev": (), "test": ()}
+HIBARI_MALE_PITCH = (0.5, 0.7)  # x heart's F0 (about 185 Hz): 90-130 Hz
+HIBARI_MALE_FORMANT = (0.8, 0.92)
+HIBARI_FEMALE_PITCH = (0.85, 1.25)  # 155-230 Hz
+HIBARI_FEMALE_FORMANT = (0.95, 1.1)
+HIBARI_INTONATION = (0.6, 1.5)  # factor on the F0 curve's excursions: flat to lively
+HIBARI_BREATH_DB = (-6.0, 6.0)  # gain of the noise part
+PIPER_FORMANT = (0.9, 1.3)  # joe's vocal tract and pitch (about 110 Hz) together: 100-145 Hz
 UTT_JITTER = (0.93, 1.07)  # per-utterance factor on both, around the speaker's base
 ESPEAK_AMPLITUDE = (40, 80)  # espeak-ng -a (default 100 clips some variants)
 PEAK_DBFS = (-14.0, -1.0)  # per-utterance output level: peak in dB below full scale
@@ -153,6 +167,8 @@ class TinyCorpusConfig:
     # (FLITE_EXTRA_FORMANT), toward the female range none of flite's training voices has
     flite_female: float = 0.0  # en: this share of the extra flite speakers get a woman's formants and pitch
     # together (FLITE_FEMALE_FORMANT, FLITE_FEMALE_PITCH): flite's three training voices are men
+    neural_share: float = 0.0  # en: this fraction of the training speakers are neural voices (NEURAL_VOICES in
+    # turn, each speaker its own pitch, intonation, vocal tract, breathiness and rate); 0: none
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
     progress: bool = True  # show a tqdm bar per split
 
@@ -169,6 +185,12 @@ class TinyCorpusConfig:
             raise ValueError(f"`num_workers` must be an integer >= 1, got {self.num_workers!r}")
         if not 0 <= self.flite_share < 1:
             raise ValueError(f"`flite_share` must be in [0, 1), got {self.flite_share!r}")
+        if not 0 <= self.neural_share < 1 or not 0 <= self.flite_share + self.neural_share < 1:
+            raise ValueError(f"`neural_share` must be in [0, 1) and leave room for espeak-ng voices beside "
+                             f"`flite_share` ({self.flite_share}), got {self.neural_share!r}")
+        if self.neural_share and self.language != "en":
+            raise ValueError(f"`neural_share` ({self.neural_share}) is for English (`language`='en'), got "
+                             f"`language`={self.language!r}")
         if not 0 <= self.flite_female <= 1:
             raise ValueError(f"`flite_female` must be in [0, 1], got {self.flite_female!r}")
         if not 1 <= self.min_words <= self.max_words:
@@ -193,8 +215,8 @@ class Speaker:
     """A fixed synthetic voice: one engine, voice and variant, with a base rate and pitch."""
 
     id: str  # "espeak-en-gb-scotland-m3", "flite-slt": the manifest's `speaker` and the wav folder
-    engine: str  # "espeak-ng" or "flite"
-    voice: str  # espeak-ng voice ("en-us", "cmn-latn-pinyin") or flite voice ("slt")
+    engine: str  # "espeak-ng", "flite", "hibari" or "piper"
+    voice: str  # espeak-ng voice ("en-us", "cmn-latn-pinyin"), flite voice ("slt") or neural voice ("heart")
     variant: str | None  # espeak-ng variant ("m3"), None for flite
     gender: str  # "M" or "F"
     rate: float  # base speaking-rate factor (1 = the engine's default)
@@ -202,7 +224,10 @@ class Speaker:
     f0: float | None = None  # flite: the voice's mean F0 in Hz that `pitch` scales
     word_gap: int = 0  # espeak-ng: extra pause between words, in 10 ms units (-g)
     formant: float = 1.0  # flite: vocal-tract factor, formants scaled by it (a shorter tract above 1); the
-    # output is played this much faster, its duration and F0 set that much lower at synthesis
+    # output is played this much faster, its duration and F0 set that much lower at synthesis (hibari: the
+    # envelopes warped; Piper: as flite)
+    intonation: float = 1.0  # hibari: factor on the F0 curve's excursions around its mean
+    breath: float = 0.0  # hibari: gain of the noise part, in dB
 
 
 @dataclass(frozen=True)
@@ -220,8 +245,9 @@ class _Job:
 
     def key(self) -> str:
         speaker = dataclasses.asdict(self.speaker)
-        if speaker["formant"] == 1.0:  # the field came later: unshifted voices keep their files
-            del speaker["formant"]
+        for field, default in (("formant", 1.0), ("intonation", 1.0), ("breath", 0.0)):
+            if speaker[field] == default:  # fields that came later: voices without them keep their files
+                del speaker[field]
         payload = json.dumps([SYNTH_VERSION, self.text, speaker, self.rate, self.pitch,
                               self.amplitude, self.peak_dbfs, self.lead, self.trail], ensure_ascii=False)
         return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:10]
@@ -541,7 +567,10 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
     if flite["train"]:
         wanted = max(len(flite["train"]), round(config.flite_share * config.train_speakers))
         flite["train"] = tuple(flite["train"][j % len(flite["train"])] for j in range(wanted))
-    sizes = {s: getattr(config, f"{s}_speakers") - len(flite[s]) for s in SPLITS}
+    wanted = round(config.neural_share * config.train_speakers) if en else 0
+    neural_voices = {s: tuple(NEURAL_VOICES[s][j % len(NEURAL_VOICES[s])] for j in range(wanted if NEURAL_VOICES[s]
+                                                                                        else 0)) for s in SPLITS}
+    sizes = {s: getattr(config, f"{s}_speakers") - len(flite[s]) - len(neural_voices[s]) for s in SPLITS}
     variants = _split_variants(female, male, sizes, rng)
     if en:
         train_accents = [a for a in EN_TRAIN_ACCENTS if a in voices] or ["en-us"]
@@ -594,8 +623,28 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
             speakers.append(Speaker(id=f"flite-{name}" if seen[name] == 1 else f"flite-{name}-{seen[name]}",
                                     engine="flite", voice=name, variant=None, gender=gender, rate=round(rate, 3),
                                     pitch=round(pitch, 3), f0=f0, formant=round(formant, 3)))
+        speakers += _neural_speakers(neural_voices[split], np.random.default_rng([config.seed, 6, k]))
         out[split] = speakers
     return out
+
+
+def _neural_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Generator) -> list[Speaker]:
+    """One speaker per (engine, voice, gender) entry, each with its own draw of the engine's spreads."""
+    speakers, seen = [], collections.Counter()
+    for engine, voice, gender in voices:
+        seen[voice] += 1
+        rate = float(rng.uniform(*SPEAKER_RATE))
+        if engine == "hibari":
+            gender = "M" if rng.random() < 0.5 else "F"
+            pitch = float(rng.uniform(*(HIBARI_MALE_PITCH if gender == "M" else HIBARI_FEMALE_PITCH)))
+            formant = float(rng.uniform(*(HIBARI_MALE_FORMANT if gender == "M" else HIBARI_FEMALE_FORMANT)))
+            intonation, breath = float(rng.uniform(*HIBARI_INTONATION)), float(rng.uniform(*HIBARI_BREATH_DB))
+        else:  # piper: one factor moves the vocal tract and the pitch together
+            pitch, formant, intonation, breath = 1.0, float(rng.uniform(*PIPER_FORMANT)), 1.0, 0.0
+        speakers.append(Speaker(id=f"{engine}-{voice}-{seen[voice]}", engine=engine, voice=voice, variant=None,
+                                gender=gender, rate=round(rate, 3), pitch=round(pitch, 3), formant=round(formant, 3),
+                                intonation=round(intonation, 3), breath=round(breath, 2)))
+    return speakers
 
 
 # -------------------------------------------------------------------------------------------- synthesis
@@ -638,6 +687,9 @@ def _read_wav_bytes(data: bytes) -> tuple[np.ndarray, int]:
 def _synthesize(job: _Job, espeak: str, flite: str | None) -> tuple[np.ndarray, int]:
     """Raw synthesizer output: float32 (samples,) and its sample rate."""
     sp = job.speaker
+    if sp.engine in neural.ENGINES:
+        voice = neural.NeuralVoice(pitch=job.pitch, intonation=sp.intonation, formant=sp.formant, breath=sp.breath)
+        return neural.synthesize(sp.engine, job.text, job.rate, voice, seed=int(job.key(), 16))
     if sp.engine == "espeak-ng":
         pitch = int(np.clip(round(50 + 100 * math.log2(job.pitch)), 0, 99))  # 0-99 scale, 50 = voice default
         cmd = [espeak, "-v", f"{sp.voice}+{sp.variant}", "-s", str(round(ESPEAK_DEFAULT_WPM * job.rate)),
@@ -738,7 +790,7 @@ def _run_split(jobs: Iterator[_Job], target_seconds: float, out_dir: Path, langu
             duration = round(duration, DURATION_DECIMALS)
             result.utterances.append(Utterance(
                 audio_filepath=str(job.path(out_dir)), duration=duration, text=job.text,
-                speaker=job.speaker.id, language=language))
+                speaker=job.speaker.id, language=language, extra={"engine": job.speaker.engine}))
             result.seconds += duration
             result.reused += reused
             bar.update(min(round(result.seconds), round(target_seconds)) - bar.n)
@@ -821,6 +873,8 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
     sentences = {"dev": pool[:reserve["dev"]], "test": pool[reserve["dev"]:reserve["dev"] + reserve["test"]],
                  "train": pool[reserve["dev"] + reserve["test"]:]}
     speakers = make_speakers(config, espeak)
+    neural_engines = sorted({sp.engine for split in speakers.values() for sp in split if sp.engine in neural.ENGINES})
+    neural_versions = {engine: neural.load(engine) for engine in neural_engines}
     targets = {"train": config.hours * 3600, "dev": config.dev_minutes * 60, "test": config.test_minutes * 60}
 
     results = {}
@@ -841,7 +895,7 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
     with atomic_write(out_dir / "lm_text.txt") as f:
         for text in exclude_held_out(everything, held_out, config.language):
             f.write(text + "\n")
-    engines = {"espeak-ng": _version(espeak)} | ({"flite": _version(flite)} if flite else {})
+    engines = {"espeak-ng": _version(espeak)} | ({"flite": _version(flite)} if flite else {}) | neural_versions
     settings = {k: v for k, v in dataclasses.asdict(config).items()
                 if k not in ("out_dir", "num_workers", "progress")}
     write_json(out_dir / "speakers.json", {

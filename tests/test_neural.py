@@ -1,0 +1,70 @@
+"""The neural voices (deepspeech2/data/neural.py): each engine speaks offline, deterministically, at a usable
+level; the F0 and envelope transforms against numpy references."""
+
+import socket
+import urllib.request
+
+import numpy as np
+import pytest
+
+from deepspeech2.data import neural
+
+SENTENCE = "the quick brown fox jumps over the lazy dog"
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """No network: hub libraries told so, and any socket connection or URL fetch fails the test."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a download was attempted: {args[1:] or kwargs}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+
+
+@pytest.mark.parametrize("engine,engine_cls,rate", [("hibari", neural._Hibari, 24000), ("piper", neural._Piper, 22050)])
+def test_engine_speaks_offline_at_a_usable_level(offline, engine, engine_cls, rate):
+    speak = engine_cls()  # loaded here, under the block, not by an earlier test
+    wav, sr = speak(SENTENCE, 1.0, neural.NeuralVoice(), seed=0)
+    assert wav.dtype == np.float32 and wav.ndim == 1 and sr == rate
+    seconds = len(wav) / sr
+    assert 1.5 < seconds < 5.0  # 9 words at a speaking rate of 2-6 words a second
+    assert 0.05 < np.abs(wav).max() <= 1.0
+    frames = wav[: len(wav) // 400 * 400].reshape(-1, 400)
+    loud = np.sqrt((frames ** 2).mean(axis=1)) > 0.1 * np.abs(wav).max() / 3
+    assert loud.mean() > 0.4  # speech, not a click in silence
+    slower, _ = speak(SENTENCE, 0.8, neural.NeuralVoice(), seed=0)
+    assert 1.1 < len(slower) / len(wav) < 1.4
+    again, _ = speak(SENTENCE, 1.0, neural.NeuralVoice(), seed=0)
+    np.testing.assert_array_equal(wav, again)  # the same settings and seed give the same audio
+    assert neural.load(engine).startswith({"hibari": "hibari-tts ", "piper": "piper-tts "}[engine])
+
+
+def test_unknown_engine_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown neural engine 'festival'"):
+        neural.synthesize("festival", SENTENCE, 1.0, neural.NeuralVoice(), 0)
+
+
+def test_shift_f0_against_numpy():
+    f0 = np.array([0, 100, 200, 0, 400, 30], np.float32)  # 0 and 30 Hz: unvoiced frames
+    voiced = f0 >= neural.VOICED_HZ
+    mean = np.exp(np.log(f0[voiced]).mean())
+    np.testing.assert_allclose(neural.shift_f0(f0, 0.5, 1.0), np.where(voiced, f0 * 0.5, f0), rtol=1e-6)
+    np.testing.assert_allclose(neural.shift_f0(f0, 1.0, 0.0), np.where(voiced, mean, f0), rtol=1e-5)
+    expected = np.where(voiced, mean * (np.maximum(f0, 1) / mean) ** 1.5 * 1.2, f0)
+    np.testing.assert_allclose(neural.shift_f0(f0, 1.2, 1.5), expected, rtol=1e-5)
+    np.testing.assert_array_equal(neural.shift_f0(np.zeros(4, np.float32), 2.0, 2.0), np.zeros(4))
+    assert neural.shift_f0(np.array([50.0], np.float32), 0.1, 1.0)[0] == neural.VOICED_HZ  # stays voiced
+
+
+def test_warp_envelope_moves_features_up_by_the_factor():
+    bins = np.arange(601, dtype=np.float32)
+    env = np.stack([np.exp(-((bins - 100) / 5) ** 2), bins / 600], axis=1)  # a peak at bin 100; a ramp
+    up = neural.warp_envelope(env, 1.2)
+    assert np.argmax(up[:, 0]) == 120
+    np.testing.assert_allclose(up[:, 1], np.minimum(bins / 1.2, 600) / 600, atol=1e-6)  # linear interpolation
+    down = neural.warp_envelope(env, 0.8)
+    assert np.argmax(down[:, 0]) == 80 and down[-1, 1] == pytest.approx(1.0)  # past the top: the top value
+    assert neural.warp_envelope(env, 1.0) is env
