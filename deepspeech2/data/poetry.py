@@ -85,8 +85,12 @@ class PoetryTextReport:
     characters: int = 0
 
 
-def fetch(url: str, dest: str | os.PathLike, sha256: str = "", progress: bool = True) -> Path:
+def fetch(url: str, dest: str | os.PathLike, sha256: str = "", progress: bool = True,
+          by_hand: str = "pass it with --tarball (`tarball` in PoetryTextConfig)") -> Path:
     """`url` downloaded to `dest` (atomically), unless `dest` is there with the right SHA-256 already.
+
+    Args:
+        by_hand: how a user provides the file when the download fails ("download it by hand and ...").
 
     Raises:
         RuntimeError: the download failed (the message says how to provide the file by hand).
@@ -106,10 +110,9 @@ def fetch(url: str, dest: str | os.PathLike, sha256: str = "", progress: bool = 
             got = _sha256(tmp)
             if sha256 and got != sha256:
                 raise ValueError(f"{url}: SHA-256 {got}, expected {sha256}; the download is corrupt or the "
-                                 "package changed (delete it and retry, or pass a checked copy with --tarball)")
+                                 f"package changed (retry, or download a checked copy by hand and {by_hand})")
     except OSError as e:  # URLError, timeouts, a full disk
-        raise RuntimeError(f"could not download {url} to {dest}: {e}; download it by hand and pass it with "
-                           "--tarball (`tarball` in PoetryTextConfig)") from e
+        raise RuntimeError(f"could not download {url} to {dest}: {e}; download it by hand and {by_hand}") from e
     return dest
 
 

@@ -64,7 +64,9 @@ log = logging.getLogger(__name__)
 SPLITS = ("train", "dev", "test")
 FORTUNES_DIR = "/usr/share/games/fortunes"  # Debian packages `fortunes` and `fortunes-zh`
 ZH_FORTUNE_FILES = ("chinese", "tang300", "song100")  # fortunes-zh (UTF-8, mostly Simplified)
-EN_FORTUNE_SKIP = ("ascii-art", "perl") + ZH_FORTUNE_FILES  # pictures and code, not sentences
+# Pictures and code, not sentences; and fortune-anarchism's and fortunes-bofh-excuses' files (`tools/apt-deps.sh
+# lmtext`, english_text.py's sources), which would change the tiny corpus' sentences wherever they are installed.
+EN_FORTUNE_SKIP = ("ascii-art", "perl", "anarchism", "bofh-excuses") + ZH_FORTUNE_FILES
 APT_HINT = "install it with `apt-get install espeak-ng flite fortunes fortunes-zh` (or `tools/apt-deps.sh base`)"
 
 # Bump when synthesis or post-processing changes, so resumed runs don't reuse stale audio.
