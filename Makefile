@@ -30,14 +30,15 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 #   make demo                    the full demo (DEMO_SIZE=full): 6 h of audio from 1200 voices, 4 epochs of examples/tiny
 #   make demo DEMO_SIZE=small    a smoke version of a few minutes: 3 minutes of audio, the tiny model
 # Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
-# are flite voices), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
+# are flite voices), TINY_NEURAL_SHARE (share of them that are neural voices: hibari's woman and Piper's joe,
+# spread into many speakers; docs/experiments.md E21), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
 # (the share of the extra flite voices given a woman's formants and pitch together), DEMO_MODEL (a
 # preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes; read from its model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
-TINY_FLITE_SHARE ?= 0.35
+TINY_FLITE_SHARE ?= 0.2
 TINY_FLITE_FORMANTS ?= false
 TINY_FLITE_FEMALE ?= 0
-TINY_NEURAL_SHARE ?= 0
+TINY_NEURAL_SHARE ?= 0.3
 ifeq ($(DEMO_SIZE),full)
 # More audio and voices for fewer epochs: the same steps as 12 epochs of 1.5 h, and 2-3 points less CER
 # with the LM on dev and on festival's voices (docs/experiments.md, E13 and E14).
@@ -84,7 +85,7 @@ DEMO_DATA := $(foreach s,$(SPLITS),$(TINY)/shards/$(s)/index.json) $(TINY)/mean_
 demo-data: $(DEMO_DATA)
 
 $(TINY)/train.jsonl: | deps
-	$(STAGE) "[1/8] tiny corpus: $(TINY_HOURS) h of English from espeak-ng and flite voices"
+	$(STAGE) "[1/8] tiny corpus: $(TINY_HOURS) h of English from espeak-ng, flite and neural voices"
 	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS) \
 		--flite_share $(TINY_FLITE_SHARE) --flite_formants=$(TINY_FLITE_FORMANTS) --flite_female $(TINY_FLITE_FEMALE) \
 		--neural_share $(TINY_NEURAL_SHARE)
