@@ -195,6 +195,20 @@ $(TINY)/heldout.clean.jsonl: $(TINY)/heldout.jsonl
 $(RES)/heldout_dev_greedy.json $(RES)/heldout_dev_lm.json: $(TINY)/heldout_dev.clean.jsonl
 $(RES)/heldout_greedy.json $(RES)/heldout_lm.json: $(TINY)/heldout.clean.jsonl
 
+# Recordings of real people reading English, from files inside Debian and PyPI packages (examples/people:
+# evaluation only, never trained on, their text in no LM), scored with the demo's model and tuned LM; the summary
+# gains a `people` row (results/demo.json: people.*, per speaker). English only.
+.PHONY: demo-people
+PEOPLE_RESULTS := $(RES)/people_greedy.json $(RES)/people_lm.json
+demo-people: deps $(DEMO_RESULTS) $(PEOPLE_RESULTS)
+	$(DEMO_REPORT)
+
+$(TINY)/people.clean.jsonl: $(TINY)/vocab.txt
+	$(STAGE) "real people reading English (examples/people/README.md: evaluation material only)"
+	$(PY) examples/people/build.py --out $(TINY)/people --downloads $(DOWNLOADS)/people
+	$(BIN)/ds2-prepare validate $(TINY)/people/sentences.jsonl --vocab $< --model $(DEMO_MODEL) --write_clean $@
+$(PEOPLE_RESULTS): $(TINY)/people.clean.jsonl
+
 # KenLM's lmplz too, as make demo builds it: without it the LM-building tests would skip.
 test: deps kenlm
 	@tools/apt-deps.sh heldout lmtext

@@ -6,7 +6,8 @@ Reads what the demo's stages wrote (the trainer's epochs.json, ds2-tune's JSON, 
 writes `results/demo.json` with keys a script can read: `test.wer_lm`, `test.cer_lm`, `test.wer_greedy`,
 `test.cer_greedy` (and the same under `dev`), `train.*`, `lm.*`, `rtf.*`, `paths.*`; after `make demo-heldout`
 also `heldout.*` and `heldout_dev.*` (the test and dev sentences read by festival voices, an engine the demo
-never trains on), with a breakdown per voice (the table shows test's), and dev's and test's per synthesizer
+never trains on), and after `make demo-people` `people.*` (recordings of real people, examples/people), with a
+breakdown per voice (the table shows test's), and dev's and test's per synthesizer
 (`test.engines.flite.cer_lm`...).
 """
 
@@ -44,7 +45,8 @@ def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
         if split == "test":
             summary["rtf"] = {"acoustic": lm["timing"]["rtf_acoustic"], "decoder_lm": lm["timing"]["rtf_decode"],
                               "decoder_greedy": greedy["timing"]["rtf_decode"], "total_lm": lm["timing"]["rtf_total"]}
-    for name in ("heldout_dev", "heldout"):  # make demo-heldout: festival voices read dev's and test's sentences
+    # make demo-heldout: festival voices read dev's and test's sentences; make demo-people: recordings of people
+    for name in ("heldout_dev", "heldout", "people"):
         if (results / f"{name}_greedy.json").is_file() and (results / f"{name}_lm.json").is_file():
             greedy, lm = _load(results / f"{name}_greedy.json"), _load(results / f"{name}_lm.json")
             summary[name] = _split_summary(greedy, lm) | {"voices": {
@@ -90,7 +92,7 @@ def format_table(s: dict) -> str:
         values = [r[f"{k}_greedy"] for k in kinds] + [r[f"{k}_lm"] for k in kinds]
         return f"{label:<18}" + "".join(f"{v:>12.2%}" for v in values)
 
-    for split in ("dev", "test", "heldout_dev", "heldout"):
+    for split in ("dev", "test", "heldout_dev", "heldout", "people"):
         if split in s:
             rows.append(row(f"{split} ({s[split]['utterances']})", s[split]))
             if split == "test":  # test's voices by synthesizer
