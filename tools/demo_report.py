@@ -97,8 +97,8 @@ def format_table(s: dict) -> str:
             rows.append(row(f"{split} ({s[split]['utterances']})", s[split]))
             if split == "test":  # test's voices by synthesizer
                 rows += [row(f"  {engine} ({r['utterances']})", r) for engine, r in s[split].get("engines", {}).items()]
-    rows += [row("  " + voice.removeprefix("festival-")[:16], r)  # festival: an engine training never heard
-             for voice, r in s.get("heldout", {}).get("voices", {}).items()]
+            if split == "heldout":  # festival's voices: an engine training never heard
+                rows += [row("  " + voice.removeprefix("festival-")[:16], r) for voice, r in s[split]["voices"].items()]
     t = s["train"]
     return "\n".join(rows + [
         "",
