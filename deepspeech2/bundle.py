@@ -24,10 +24,11 @@ from pathlib import Path
 import keras
 
 from deepspeech2.features import FeatureConfig
-from deepspeech2.fileio import write_json
+from deepspeech2.fileio import durable_replace, write_json
 from deepspeech2.model import ModelConfig
 from deepspeech2.normalizer import Normalizer
 from deepspeech2.vocab import Vocabulary
+
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ def save_bundle(out_dir: str | os.PathLike, model: keras.Model, model_config: Mo
                 normalizer: Normalizer, train_config: dict | None = None) -> Path:
     """Write a bundle folder atomically: a temp folder next to it, renamed into place.
 
-    A crash leaves either the previous bundle or the new one, never a mix.
+    A crash leaves either the previous bundle or the new one, never a mix: between the two renames the previous
+    one is `.<name>.old`, which the next `save_bundle` or `load_bundle` puts back (`recover_bundle`).
 
     Args:
         out_dir: the bundle folder to (re)write.
@@ -67,6 +69,7 @@ def save_bundle(out_dir: str | os.PathLike, model: keras.Model, model_config: Mo
     """
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    recover_bundle(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         model.save(tmp / "model.keras")
@@ -75,15 +78,31 @@ def save_bundle(out_dir: str | os.PathLike, model: keras.Model, model_config: Mo
         normalizer.save(tmp / "mean_std.npz")
         vocab.save(tmp / "vocab.txt")
         write_json(tmp / "train_config.json", train_config or {})
-        old = out_dir.with_name(f".{out_dir.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
+        old = _old(out_dir)
+        shutil.rmtree(old, ignore_errors=True)  # a bundle is in place (recover_bundle): this is a leftover
         if out_dir.exists():
             os.replace(out_dir, old)
-        os.replace(tmp, out_dir)
+        durable_replace(tmp, out_dir)
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
+
+
+def _old(out_dir: Path) -> Path:
+    return out_dir.with_name(f".{out_dir.name}.old")
+
+
+def recover_bundle(path: str | os.PathLike) -> bool:
+    """Put a bundle back that a crash in `save_bundle` left as `.<name>.old` (the previous one moved aside, the
+    new one not yet in place). Returns True when it did."""
+    path = Path(path)
+    old = _old(path)
+    if path.exists() or not old.is_dir():
+        return False
+    os.replace(old, path)
+    logger.warning("restored the model bundle `%s` from `%s`, left there by an interrupted save", path, old)
+    return True
 
 
 def load_bundle(path: str | os.PathLike) -> Bundle:
@@ -94,6 +113,7 @@ def load_bundle(path: str | os.PathLike) -> Bundle:
         ValueError: the files don't agree with each other (vocabulary size, feature config or input size).
     """
     path = Path(path)
+    recover_bundle(path)
     if not path.is_dir():
         raise FileNotFoundError(f"model bundle `{path}` is not a folder; point at a ds2-train workdir's model/ "
                                 "(or last/) folder")

@@ -20,6 +20,27 @@ def _file_mode() -> int:
 _MODE = _file_mode()
 
 
+def durable_replace(tmp: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Rename `tmp` over `path` so that a power cut leaves one or the other whole: `tmp`'s data is flushed to disk
+    before the rename (a file: its bytes; a folder: its files), and the rename is flushed after it (the parent
+    folder)."""
+    tmp, path = Path(tmp), Path(path)
+    for f in (sorted(p for p in tmp.rglob("*") if p.is_file()) if tmp.is_dir() else [tmp]):
+        _fsync(f, os.O_RDONLY)
+    if tmp.is_dir():
+        _fsync(tmp, os.O_RDONLY | os.O_DIRECTORY)
+    os.replace(tmp, path)
+    _fsync(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _fsync(path: Path, flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temp file next to `path`; rename it over `path` only if the block finishes.
@@ -36,9 +57,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     try:
         with os.fdopen(fd, mode, encoding=encoding if "b" not in mode else None) as f:
             yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        durable_replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -47,7 +66,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temp path for writers that want a filename (e.g. TFRecordWriter, soundfile)."""
+    """Yield a temp path for writers that want a filename (e.g. TFRecordWriter, soundfile); like `atomic_write`,
+    it is renamed over `path`, flushed to disk, only if the block finishes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f"{path.suffix}.tmp", dir=path.parent)
@@ -55,7 +75,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.chmod(tmp, _MODE)
     try:
         yield Path(tmp)
-        os.replace(tmp, path)
+        durable_replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

@@ -1,6 +1,7 @@
 """Model bundles: save/load round trip, consistency checks, and fine-tuning initialization."""
 
 import dataclasses
+import os
 import json
 
 import numpy as np
@@ -65,3 +66,31 @@ def test_init_model_path_copies_matching_layers(tmp_path):
                 np.testing.assert_array_equal(a, b)
     with pytest.raises(FileNotFoundError, match="model.keras"):
         init_from(other_vocab, str(tmp_path / "nowhere"))
+
+
+def test_a_save_cut_between_its_two_renames_is_recovered(tmp_path, monkeypatch):
+    """The previous bundle is moved aside, then the new one moved in: a crash between the two leaves only
+    `.b.old`. The next load (or save) puts it back instead of finding nothing (or deleting it)."""
+    import deepspeech2.bundle as bundle_module
+
+    model = build_model(TINY)
+    save_bundle(tmp_path / "b", model, TINY, Vocabulary.english(), _normalizer(), {"epochs": 1})
+    real_replace = os.replace
+
+    def replace(src, dst):  # the second rename of the save (temp folder -> b) fails
+        if str(dst) == str(tmp_path / "b") and ".b.old" not in str(src):
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OSError, match="No space left"):
+        save_bundle(tmp_path / "b", model, TINY, Vocabulary.english(), _normalizer(), {"epochs": 2})
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".b.old"]  # the state a crash there leaves
+    assert load_bundle(tmp_path / "b").train_config == {"epochs": 1}  # restored, not lost
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
+    real_replace(tmp_path / "b", tmp_path / ".b.old")  # again, and this time a save comes first
+    save_bundle(tmp_path / "b", model, TINY, Vocabulary.english(), _normalizer(), {"epochs": 3})
+    assert load_bundle(tmp_path / "b").train_config == {"epochs": 3}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
+    assert not bundle_module.recover_bundle(tmp_path / "b")  # nothing to recover
