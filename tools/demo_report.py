@@ -49,11 +49,7 @@ def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
     for name in ("heldout_dev", "heldout", "people"):
         if (results / f"{name}_greedy.json").is_file() and (results / f"{name}_lm.json").is_file():
             greedy, lm = _load(results / f"{name}_greedy.json"), _load(results / f"{name}_lm.json")
-            summary[name] = _split_summary(greedy, lm) | {"voices": {
-                voice: {"utterances": g["utterances"], "wer_greedy": g["wer"], "cer_greedy": g["cer"],
-                        "wer_lm": lm["groups"]["speaker"][voice]["wer"],
-                        "cer_lm": lm["groups"]["speaker"][voice]["cer"]}
-                for voice, g in greedy["groups"]["speaker"].items()}}
+            summary[name] = _split_summary(greedy, lm) | {"voices": _by_group(greedy, lm, "speaker")}
     serving = results / "serving.json"  # ds2-client's results through ds2-serve (gRPC)
     if serving.is_file():
         sv = _load(serving)
@@ -75,11 +71,15 @@ def _split_summary(greedy: dict, lm: dict) -> dict:
            "wer_greedy": greedy["totals"]["wer"], "cer_greedy": greedy["totals"]["cer"],
            "wer_lm": lm["totals"]["wer"], "cer_lm": lm["totals"]["cer"]}
     if "engine" in greedy.get("groups", {}) and "engine" in lm.get("groups", {}):
-        out["engines"] = {engine: {"utterances": g["utterances"], "wer_greedy": g["wer"], "cer_greedy": g["cer"],
-                                   "wer_lm": lm["groups"]["engine"][engine]["wer"],
-                                   "cer_lm": lm["groups"]["engine"][engine]["cer"]}
-                          for engine, g in greedy["groups"]["engine"].items()}
+        out["engines"] = _by_group(greedy, lm, "engine")
     return out
+
+
+def _by_group(greedy: dict, lm: dict, key: str) -> dict:
+    """Each group of the reports' `key` breakdown (a voice, an engine) with its greedy and LM figures."""
+    return {name: {"utterances": g["utterances"], "wer_greedy": g["wer"], "cer_greedy": g["cer"],
+                   "wer_lm": lm["groups"][key][name]["wer"], "cer_lm": lm["groups"][key][name]["cer"]}
+            for name, g in greedy["groups"][key].items()}
 
 
 def format_table(s: dict) -> str:

