@@ -54,6 +54,9 @@ flags.DEFINE_integer("checkpoint_every_steps", d["checkpoint_every_steps"].defau
 flags.DEFINE_integer("log_every_steps", d["log_every_steps"].default, "Summary/log interval.")
 flags.DEFINE_bool("histograms", False, "Weight histograms in TensorBoard.")
 flags.DEFINE_string("init_model_path", "", "Fine-tune from this model bundle.")
+flags.DEFINE_bool("restart_epoch", False, "Resume the checkpoint's weights, optimizer and step but start its epoch "
+                  "over at batch 0: needed to resume mid-epoch after a change to the batch size, --batch_frames, "
+                  "seed, shards or replica count.")
 flags.DEFINE_integer("benchmark_batch_size", 0, "Benchmark: override the batch size, log every step.")
 flags.DEFINE_integer("benchmark_max_step", 0, "Benchmark: stop after this many steps.")
 flags.DEFINE_float("max_train_minutes", 0.0, "Wall-clock budget: end training after the step that uses it up, "
@@ -82,7 +85,7 @@ def main(argv):
             lr_decay=F.lr_decay, lr_final=F.lr_final, clipnorm=F.clipnorm,
             mixed_precision=F.mixed_precision, jit_compile=F.jit_compile,
             checkpoint_every_steps=F.checkpoint_every_steps, log_every_steps=F.log_every_steps,
-            histograms=F.histograms, init_model_path=F.init_model_path,
+            histograms=F.histograms, init_model_path=F.init_model_path, restart_epoch=F.restart_epoch,
             benchmark_batch_size=F.benchmark_batch_size, benchmark_max_step=F.benchmark_max_step,
             max_train_minutes=F.max_train_minutes, average_epochs=F.average_epochs, seed=F.seed,
             verbose=F.verbose)

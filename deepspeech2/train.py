@@ -16,7 +16,10 @@ restored too), from one all-reduced decision. Sequence-wise BN is synchronized a
 the same global batch.
 
 Work directory layout:
-    checkpoints/   tf.train checkpoints, every `checkpoint_every_steps` and at each epoch end
+    checkpoints/   tf.train checkpoints, every `checkpoint_every_steps` and at each epoch end, each with a
+                   ckpt-N.data_order.json beside it: what fixes the order of the epoch's batches (`data_order`),
+                   compared on resume. Every worker of a cluster resumes from here; the others write theirs to
+                   workertemp_<task id>/, which nobody reads (TF's multi-worker checkpoint layout)
     model/         the bundle of the epoch with the best dev WER (DS2 §5), or CER for a vocabulary without
                    spaces (Mandarin: a sentence is one "word"); the last epoch without dev data
     last/          the bundle of the last finished epoch, or of the step `max_train_minutes` ended on
@@ -35,13 +38,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import math
 import os
+import shutil
 import signal
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +77,7 @@ LOG_PROGRESS_SECONDS = 30  # without a terminal, a progress line this often (not
 CUDNN_MAX_LABEL_LENGTH = 256  # cuDNN's CTC fails (an unexplained launch failure) on longer label sequences
 FP16_INITIAL_SCALE = 2.0**15  # dynamic loss scaling for mixed_float16, as Keras's LossScaleOptimizer
 FP16_GROWTH_STEPS = 2000  # finite steps in a row before the loss scale doubles
+DATA_ORDER_SUFFIX = ".data_order.json"  # beside each checkpoint: checkpoints/ckpt-N.data_order.json
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,8 @@ class TrainConfig:
     histograms: bool = False  # weight histograms in TensorBoard at each epoch
     num_examples: int = 3  # decoded dev examples written to TensorBoard as text
     init_model_path: str = ""  # fine-tune: start from this model bundle (layers matched by name and shape)
+    restart_epoch: bool = False  # resume the checkpoint's weights, optimizer and step, but start its epoch over
+    # at batch 0: needed to resume mid-epoch after a change to what orders the batches (`data_order`)
     benchmark_batch_size: int = 0  # > 0: override the batch size and log every step
     benchmark_max_step: int = 0  # > 0: stop after this many steps
     max_train_minutes: float = 0.0  # > 0: a wall-clock budget; the step that uses it up is the last, then dev
@@ -266,8 +273,61 @@ def resolve_model_config(model: ModelConfig, feature_config: FeatureConfig, voca
     return dataclasses.replace(model, vocab_size=vocab.size)
 
 
+def data_order(pipeline: PipelineConfig, train_shards, feature_config: FeatureConfig, augmentation_path: str,
+               usable_utterances: int, replicas: int, workers: int) -> dict:
+    """What fixes the order of an epoch's batches, besides the epoch number: resuming mid-epoch skips the
+    checkpoint's batches of the rebuilt epoch, which is only right when none of these changed.
+
+    `make_dataset` merges the duration-sorted shards (SortaGrad's first epoch) or shuffles blocks of them with
+    `seed` + epoch, splits the files over the workers, drops utterances by duration and CTC feasibility (the
+    model's time stride; `usable_utterances` counts what is left), buckets them by feature frames, and batches
+    them by `batch_size` over the replicas or by `batch_frames` per replica. Waveform augmentation (speed
+    perturbation) changes lengths, hence buckets and feasibility.
+
+    Args:
+        pipeline: the pipeline the epoch is read with (after `benchmark_batch_size`).
+        train_shards: the shard folders; their indexes give the files, record counts and durations.
+        feature_config: its window and hop turn durations into the frames buckets and `batch_frames` count.
+        augmentation_path: `TrainConfig.augmentation_path`: a file, a JSON string or "".
+        usable_utterances: utterances left after the duration and CTC-feasibility filters.
+        replicas: `num_replicas_in_sync`.
+        workers: input pipelines (the workers of a cluster; 1 on one machine).
+
+    Returns:
+        A flat dict of JSON values, with strings free of commas so that a change reads on one line.
+    """
+    entries = [(Path(s["path"]).name, s["count"], s.get("durations")) for d in train_shards
+               for s in load_index(d)["shards"]]
+    shards = hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:12]
+    augmentation = "none"
+    if augmentation_path:
+        path = Path(augmentation_path)
+        text = path.read_bytes() if path.is_file() else augmentation_path.encode()
+        augmentation = f"sha256 {hashlib.sha256(text).hexdigest()[:12]}"
+    return {
+        "batch_size": None if pipeline.batch_frames else pipeline.batch_size,  # batch_frames overrides it
+        "batch_frames": pipeline.batch_frames, "seed": pipeline.seed, "sortagrad": pipeline.sortagrad,
+        "num_buckets": pipeline.num_buckets, "shuffle_buffer": pipeline.shuffle_buffer,
+        "shuffle_block": pipeline.shuffle_block, "min_duration": pipeline.min_duration,
+        "max_duration": pipeline.max_duration, "drop_remainder": pipeline.drop_remainder,
+        "replicas": replicas, "workers": workers,
+        "shards": f"{len(entries)} files of {sum(e[1] for e in entries)} utterances (sha256 {shards})",
+        "usable_utterances": usable_utterances,
+        "frames": f"{feature_config.window_ms:g} ms windows every {feature_config.hop_ms:g} ms at "
+                  f"{feature_config.sample_rate} Hz",
+        "augmentation": augmentation,
+    }
+
+
+def _num_workers(strategy: tf.distribute.Strategy) -> int:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
+    return max(1, len(spec.get("worker", [])) + len(spec.get("chief", [])))
+
+
 class _Preempted:
-    """SIGTERM sets a flag; the loop checkpoints at the next step boundary and exits."""
+    """SIGTERM sets a flag. The step all-reduces it, so every worker of a cluster learns of one worker's SIGTERM
+    at the same step; they all checkpoint that step and stop."""
 
     def __init__(self):
         self.flag = False
@@ -325,7 +385,9 @@ def train(config: TrainConfig) -> dict:
     """Train (or resume); returns the model and a summary: steps, epochs, losses, dev WER/CER, throughput.
 
     Raises:
-        ValueError / FileNotFoundError: bad inputs, or `max_bad_batches` non-finite batches in a row.
+        ValueError / FileNotFoundError: bad inputs; a checkpoint to resume mid-epoch whose batch order changed
+            (`data_order`; `restart_epoch` starts the epoch over instead); workers of a cluster that don't resume
+            from the same checkpoint; or `max_bad_batches` non-finite batches in a row.
     """
     if config.mixed_precision == "auto":
         config = dataclasses.replace(config, mixed_precision=resolve_mixed_precision("auto"))
@@ -375,7 +437,14 @@ class Trainer:
                              "clock would end its loop at a different step, and the others would wait forever")
         workdir = Path(config.workdir)
         self.workdir = workdir
-        ckpt_dir = workdir / "checkpoints" if self.chief else Path(tempfile.mkdtemp(prefix="ds2-worker-ckpt-"))
+        # TF's multi-worker checkpoint layout: every worker saves (saving a distributed variable may need its
+        # peers), the chief into checkpoints/ and the others each into a folder of their own that nobody reads;
+        # every worker restores from checkpoints/, which must be on a file system they all read.
+        self.ckpt_dir = workdir / "checkpoints"
+        self.write_dir = self.ckpt_dir
+        if not self.chief:
+            self.write_dir = self.ckpt_dir / f"workertemp_{self.strategy.cluster_resolver.task_id}"
+            shutil.rmtree(self.write_dir, ignore_errors=True)  # a killed run's
 
         self.infeasible, total = count_infeasible(config.train_shards, self.feature_config, config.model, pipeline)
         if self.infeasible:
@@ -388,6 +457,9 @@ class Trainer:
         # Batches by count and a sorted first epoch: the first epoch's step count is known.
         self.sorted_steps = math.ceil((total - self.infeasible) / pipeline.batch_size) \
             if not pipeline.batch_frames else None
+        self.data_order = data_order(pipeline, config.train_shards, self.feature_config, config.augmentation_path,
+                                     total - self.infeasible, self.strategy.num_replicas_in_sync,
+                                     _num_workers(self.strategy))
 
         with self.strategy.scope():
             self.model = build_model(config.model, name=config.model_name.replace("-", "_"))
@@ -415,17 +487,14 @@ class Trainer:
                                               epoch=self.epoch, batch_in_epoch=self.position,
                                               best_dev_wer=self.best_error, loss_scale=self.loss_scale,
                                               finite_steps_in_a_row=self.good_steps, steps_of_last_epoch=self.epoch_steps)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, str(ckpt_dir),
-                                                  max_to_keep=config.keep_checkpoints)
-        if self.manager.latest_checkpoint:
-            _restore(self.checkpoint, self.manager.latest_checkpoint)
-            logger.info("resumed from %s: step %d, epoch %d, batch %d", self.manager.latest_checkpoint,
-                        int(self.step.numpy()), int(self.epoch.numpy()), int(self.position.numpy()))
-            if config.verbose:
-                print(f"resumed from {self.manager.latest_checkpoint}: step {int(self.step.numpy())}, "
-                      f"epoch {int(self.epoch.numpy()) + 1}, batch {int(self.position.numpy())}")
+        self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.write_dir),
+                                                  max_to_keep=config.keep_checkpoints if self.chief else 1)
+        latest = tf.train.latest_checkpoint(str(self.ckpt_dir))
+        if latest:
+            self._resume(latest)
         elif config.init_model_path:
             init_from(self.model, config.init_model_path)
+        self._check_workers_agree()
 
         forward = lambda f, n: self.model({"features": f, "feature_lengths": n}, training=True)  # noqa: E731
         # XLA compiles the model's forward and backward pass; the sparse CTC (no XLA kernel) and the
@@ -433,9 +502,11 @@ class Trainer:
         self.forward = tf.function(forward, jit_compile=True) if config.jit_compile else forward
         self.eval_fn = tf.function(lambda f, n: self.model({"features": f, "feature_lengths": n}, training=False),
                                    reduce_retracing=True)
-        summary_dir = workdir / "tensorboard" if self.chief else Path(tempfile.mkdtemp(prefix="ds2-worker-tb-"))
-        self.train_writer = tf.summary.create_file_writer(str(summary_dir / "train"))
-        self.dev_writer = tf.summary.create_file_writer(str(summary_dir / "dev"))
+        if self.chief:
+            self.train_writer = tf.summary.create_file_writer(str(workdir / "tensorboard" / "train"))
+            self.dev_writer = tf.summary.create_file_writer(str(workdir / "tensorboard" / "dev"))
+        else:  # only the chief's summaries are kept
+            self.train_writer = self.dev_writer = tf.summary.create_noop_writer()
         self.train_step = None  # traced on the first batch: every epoch's batches have the same spec
         # Per applied step: loss, learning rate, global gradient norm (before clipping); per epoch: dev WER/CER.
         self.history = {"loss": [], "lr": [], "grad_norm": [], "dev_wer": [], "dev_cer": [],
@@ -451,10 +522,81 @@ class Trainer:
         self.loss_blocks: list[tuple[int, float]] = []
         self.loss_block = [0.0, 0]
 
+    # -- resume -----------------------------------------------------------------------------------------
+
+    def _resume(self, path: str) -> None:
+        """Restore the checkpoint at `path`. Mid-epoch, the epoch goes on at the checkpoint's batch only if its
+        batches still come in the order they were trained in (`data_order`, saved beside the checkpoint);
+        with `restart_epoch` the epoch starts over at batch 0 instead.
+
+        Raises:
+            ValueError: mid-epoch, what orders the epoch's batches changed, and `restart_epoch` is off.
+        """
+        config = self.config
+        _restore(self.checkpoint, path)
+        step, epoch, batch = (int(v.numpy()) for v in (self.step, self.epoch, self.position))
+        logger.info("resumed from %s: step %d, epoch %d, batch %d", path, step, epoch, batch)
+        if config.verbose:
+            print(f"resumed from {path}: step {step}, epoch {epoch + 1}, batch {batch}", flush=True)
+        if not batch:
+            return
+        if config.restart_epoch:
+            self.position.assign(0)
+            if config.verbose and self.chief:
+                print(f"--restart_epoch: epoch {epoch + 1} starts over (the checkpoint stopped at its batch {batch})",
+                      flush=True)
+            return
+        saved = _read_data_order(path)
+        if saved is None:
+            logger.warning("%s has no readable %s (written by an older ds2-train?): resuming at batch %d assumes "
+                           "the epoch's batches come in the same order", path, DATA_ORDER_SUFFIX, batch)
+            return
+        changes = [f"{key} {_show(saved[key])} -> {_show(value)}" for key, value in self.data_order.items()
+                   if key in saved and saved[key] != value]
+        if changes:
+            raise ValueError(
+                f"checkpoint {Path(path).name} stopped at batch {batch} of epoch {epoch + 1}, and what orders that "
+                f"epoch's batches has changed since: {', '.join(changes)}; resuming there would skip {batch} batches "
+                f"of another order. To keep the weights and optimizer and start epoch {epoch + 1} over, pass "
+                f"--restart_epoch (`restart_epoch=True`); to go on at batch {batch}, resume with the old settings")
+
+    def _check_workers_agree(self) -> None:
+        """Refuse to start a cluster whose workers resume from different places or order their data differently:
+        a worker that found no checkpoint (a workdir not on a file system they all read) or got other flags
+        would train other weights than its peers, or wait for them forever."""
+        if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return
+        order = int(hashlib.sha256(json.dumps(self.data_order, sort_keys=True).encode()).hexdigest()[:15], 16)
+        mine = tf.constant([[int(self.step.numpy()), int(self.epoch.numpy()), int(self.position.numpy()), order]],
+                           tf.int64)
+        gather = tf.function(lambda: self.strategy.run(
+            lambda: tf.distribute.get_replica_context().all_gather(mine, axis=0)))
+        rows = self.strategy.experimental_local_results(gather())[0].numpy()  # (replicas, 4)
+        if (rows != rows[:1]).any():
+            places = sorted({f"step {s} (epoch {e + 1}, batch {b})" for s, e, b, _ in rows.tolist()})
+            raise ValueError(
+                f"the workers of this cluster don't agree on where to resume ({'; '.join(places)}) or on what "
+                f"orders the batches ({len(set(rows[:, 3].tolist()))} different data settings): every worker "
+                f"must read the chief's `{self.ckpt_dir}` (put the workdir on a file system they all share) and "
+                "get the same flags")
+
+    def _save_checkpoint(self, step: int) -> None:
+        """Checkpoint `step`, and (the chief) what orders this epoch's batches beside it. The record is written
+        first, so a checkpoint never lacks it; one whose checkpoint didn't finish goes with the next save."""
+        if self.chief:
+            write_json(self.write_dir / f"ckpt-{step}{DATA_ORDER_SUFFIX}", self.data_order)
+        self.manager.save(checkpoint_number=step)
+        if self.chief:
+            kept = {Path(p).name + DATA_ORDER_SUFFIX for p in self.manager.checkpoints}
+            for record in self.write_dir.glob(f"ckpt-*{DATA_ORDER_SUFFIX}"):
+                if record.name not in kept:
+                    record.unlink(missing_ok=True)
+
     # -- the step ---------------------------------------------------------------------------------------
 
-    def _replica_step(self, features, feature_lengths, labels, label_lengths):
-        """One replica's share of a step; returns the global loss, finiteness, gradient norm and batch size."""
+    def _replica_step(self, features, feature_lengths, labels, label_lengths, stop):
+        """One replica's share of a step; returns the global loss, finiteness, gradient norm, batch size, and
+        whether any worker was asked to stop (`stop`: this worker's SIGTERM flag, 0 or 1)."""
         context = tf.distribute.get_replica_context()
         variables = self.model.trainable_variables
         # The forward pass updates BN's moving statistics; keep them, to restore them if the batch is skipped.
@@ -469,14 +611,15 @@ class Trainer:
         grads = tape.gradient(scaled, variables)
         # The global batch's gradient (and loss), summed here, so that every replica holds the same values
         # and every decision below comes out the same on all of them.
-        *grads, loss = context.all_reduce("sum", [*grads, loss])
+        stop = tf.identity(stop)  # on this replica's device, as the all-reduce wants (an input has none)
+        *grads, loss, stop = context.all_reduce("sum", [*grads, loss, stop])
         grads = [g / scale for g in grads]
         finite = tf.math.is_finite(loss) & tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
         norm = tf.linalg.global_norm(grads)
         if self.config.clipnorm:
             grads, _ = tf.clip_by_global_norm(grads, self.config.clipnorm, use_norm=norm)
         context.merge_call(self._apply_or_skip, args=(grads, finite, saved))
-        return loss, finite, norm, global_batch
+        return loss, finite, norm, global_batch, stop
 
     def _apply_or_skip(self, strategy, grads, finite, saved):
         """Cross-replica: apply the update on every replica, or skip it on every replica."""
@@ -529,13 +672,9 @@ class Trainer:
         preempted = _Preempted()
         self.deadline = time.perf_counter() + 60 * config.max_train_minutes if config.max_train_minutes else None
         self.out_of_time = False
-        handler = None
-        if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            handler = tf.distribute.experimental.PreemptionCheckpointHandler(self.strategy.cluster_resolver,
-                                                                             self.manager)
         try:
             while int(self.epoch.numpy()) < config.epochs:
-                if self._run_epoch(int(self.epoch.numpy()), preempted, handler):
+                if self._run_epoch(int(self.epoch.numpy()), preempted):
                     if self.out_of_time:
                         self._end_epoch(int(self.epoch.numpy()), finished=False)
                     break
@@ -546,20 +685,23 @@ class Trainer:
             preempted.restore()
             self.train_writer.flush()
             self.dev_writer.flush()
+            if not self.chief:  # saves nobody reads
+                shutil.rmtree(self.write_dir, ignore_errors=True)
         return {"benchmark": self.benchmark_result(), "step": int(self.step.numpy()),
                 "epoch": int(self.epoch.numpy()), "skipped_batches": self.skipped_batches,
                 "infeasible_utterances": self.infeasible, "best_dev_error": float(self.best_error.numpy()),
                 "best_dev_metric": self.vocab.metric,
                 "model": self.model, **self.history}
 
-    def _run_epoch(self, epoch: int, preempted: _Preempted, handler) -> bool:
+    def _run_epoch(self, epoch: int, preempted: _Preempted) -> bool:
         """Train one epoch (from the saved position when resuming); returns True when the job must stop."""
         config, chief = self.config, self.chief
         skip = int(self.position.numpy())
         ds = self._dataset(epoch)
         if self.train_step is None:
-            self.train_step = tf.function(lambda batch: self.strategy.run(self._replica_step, args=batch),
-                                          input_signature=[ds.element_spec])
+            self.train_step = tf.function(
+                lambda batch, stop: self.strategy.run(self._replica_step, args=(*batch, stop)),
+                input_signature=[ds.element_spec, tf.TensorSpec([], tf.float32)])
         iterator = iter(ds)
         for _ in range(skip):  # resume mid-epoch: the epoch's order is deterministic
             next(iterator)
@@ -576,8 +718,9 @@ class Trainer:
         t_last = time.perf_counter()
         for batch in iterator:
             lr = learning_rate(config, int(self.step.numpy()), epoch)  # the rate this step applies
-            loss, finite, grad_norm, n_utts = (
-                float(self.strategy.experimental_local_results(x)[0]) for x in self.train_step(batch))
+            loss, finite, grad_norm, n_utts, stop = (
+                float(self.strategy.experimental_local_results(x)[0])
+                for x in self.train_step(batch, tf.constant(float(preempted.flag))))
             now = time.perf_counter()
             dt, t_last = now - t_last, now
             self.step.assign_add(1)
@@ -610,12 +753,9 @@ class Trainer:
                 bar.update(int(self.position.numpy()), [("loss", loss), ("lr", lr), ("ips", ips)])
                 if chief and (benchmark or current % config.log_every_steps == 0):
                     self._log_step(epoch, current, loss, lr, grad_norm, dt, ips, benchmark)
-            if current % config.checkpoint_every_steps == 0:
-                self.manager.save(checkpoint_number=current)
-            if handler is not None:
-                handler.save_checkpoint_if_preempted()
-            if preempted.flag:
-                self.manager.save(checkpoint_number=current)
+            if stop or current % config.checkpoint_every_steps == 0:
+                self._save_checkpoint(current)
+            if stop:  # a SIGTERM here or on another worker before this step: every worker stops after it
                 print(f"SIGTERM: checkpointed step {current}; re-run the same command to resume", flush=True)
                 return True
             if config.benchmark_max_step and current >= config.benchmark_max_step:
@@ -701,7 +841,7 @@ class Trainer:
             self.epoch.assign_add(1)
             self.position.assign(0)
             self.history["epochs_completed"] = int(self.epoch.numpy())
-        self.manager.save(checkpoint_number=step)
+        self._save_checkpoint(step)
 
     def _snapshot(self, epoch: int) -> None:
         """Keep this epoch's weights in epochs/ for `_average`, and only the last `average_epochs` of them."""
@@ -775,6 +915,18 @@ def _restore(checkpoint: tf.train.Checkpoint, path: str) -> None:
         logger.warning("%s is from an older ds2-train that didn't save every model variable: the BatchNorm "
                        "statistics of the conv front end restart from their initial values and re-converge "
                        "during the next epoch", path)
+
+
+def _read_data_order(checkpoint: str) -> dict | None:
+    """The `data_order` saved beside `checkpoint`; None without one (an older ds2-train) or when unreadable."""
+    try:
+        return json.loads(Path(checkpoint + DATA_ORDER_SUFFIX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _show(value) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def evaluate(eval_fn, shard_dirs, feature_config, normalizer, vocab, pipeline: PipelineConfig,

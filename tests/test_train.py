@@ -581,3 +581,139 @@ def test_two_workers_stay_identical(data, tmp_path):
     np.testing.assert_array_equal(w0, w1)
     assert "steps 4" in outs[0][0]  # each worker reads 1 of 2 shards: 8 utterances, 2 per replica
     assert (tmp_path / "run" / "model" / "model.keras").exists()  # only the chief writes the bundle
+
+
+# -- resuming: the data order, --restart_epoch, and two workers killed and restarted ------------------------
+
+def _stop_mid_epoch(data, run, **kw):
+    """Train 2 of the epoch's 4 batches with a checkpoint after each: the workdir a run killed there leaves."""
+    return train(_config(data, run, epochs=1, benchmark_max_step=2, checkpoint_every_steps=1, dev_shards=(), **kw))
+
+
+def test_resume_mid_epoch_equals_an_uninterrupted_run(data, tmp_path):
+    whole = train(_config(data, tmp_path / "whole", epochs=1, dev_shards=()))
+    run = tmp_path / "run"
+    _stop_mid_epoch(data, run)
+    # What fixes the epoch's batches is recorded beside each checkpoint.
+    assert sorted(p.name for p in (run / "checkpoints").glob("*.data_order.json")) == \
+        ["ckpt-1.data_order.json", "ckpt-2.data_order.json"]
+    resumed = train(_config(data, run, epochs=1, dev_shards=()))  # the same settings: resumes at batch 2
+    assert resumed["step"] == 4 and len(resumed["loss"]) == 2
+    np.testing.assert_allclose(resumed["loss"], whole["loss"][2:], rtol=1e-5)
+    for a, b in zip(_weights(resumed["model"]), _weights(whole["model"])):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_resume_refuses_a_changed_data_order_then_restart_epoch_trains(data, tmp_path):
+    run = tmp_path / "run"
+    _stop_mid_epoch(data, run)  # batches of 4, seed 0
+    changed = PipelineConfig(batch_size=8, num_buckets=0, seed=1)
+    with pytest.raises(ValueError, match=r"checkpoint ckpt-2 stopped at batch 2 of epoch 1, .*: batch_size 4 -> 8, "
+                                         r"seed 0 -> 1; .*--restart_epoch") as refused:
+        train(_config(data, run, epochs=1, dev_shards=(), pipeline=changed))
+    assert "\n" not in str(refused.value)
+    result = train(_config(data, run, epochs=1, dev_shards=(), pipeline=changed, restart_epoch=True))
+    # The weights and step counter go on; the epoch starts over: all 16 utterances, in 2 batches of 8.
+    assert result["step"] == 2 + 2 and result["epoch"] == 1 and len(result["loss"]) == 2
+    order = json.loads((run / "checkpoints" / "ckpt-4.data_order.json").read_text())
+    assert order["batch_size"] == 8 and order["seed"] == 1
+
+
+def test_cli_refuses_a_changed_data_order_in_one_line_and_restarts_the_epoch(data, tmp_path):
+    run = tmp_path / "run"
+    _stop_mid_epoch(data, run)  # batches of 4
+    cmd = _cli(data, run, "--epochs=1", "--batch_size=8")
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode != 0
+    line = out.stderr.strip().splitlines()[-1]
+    assert line.startswith("ds2-train: error: checkpoint ckpt-2 stopped at batch 2 of epoch 1")
+    assert "batch_size 4 -> 8" in line and "pass --restart_epoch" in line
+    out = subprocess.run(cmd + ["--restart_epoch"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "--restart_epoch: epoch 1 starts over (the checkpoint stopped at its batch 2)" in out.stdout
+    steps = [int(line.split("step: ")[1].split(",")[0]) for line in out.stdout.splitlines() if "ips:" in line]
+    assert steps == [3, 4]  # 16 utterances in batches of 8, after the checkpoint's 2 steps
+
+
+_WORKER = textwrap.dedent("""
+    import sys, numpy as np
+    from deepspeech2.data.pipeline import PipelineConfig
+    from deepspeech2.model import TINY
+    from deepspeech2.train import TrainConfig, train
+    d, workdir, out = sys.argv[1:4]
+    config = TrainConfig(workdir=workdir, train_shards=(d + "/shards",), vocab_path=d + "/vocab.txt",
+                         normalizer_path=d + "/mean_std.npz", model=TINY, model_name="tiny",
+                         pipeline=PipelineConfig(batch_size=2, num_buckets=0, drop_remainder=True), epochs=1,
+                         warmup_steps=1, checkpoint_every_steps=1, verbose=1)
+    result = train(config)
+    np.save(out, np.concatenate([w.numpy().ravel() for w in result["model"].weights]))
+    print("steps", result["step"], flush=True)
+""")
+
+
+def _start_workers(data, workdir, outs):
+    ports = [_free_port(), _free_port()]
+    procs = []
+    for i, out in enumerate(outs):
+        env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in ports]},
+                                                     "task": {"type": "worker", "index": i}}))
+        procs.append(subprocess.Popen([sys.executable, "-c", _WORKER, str(data), str(workdir), str(out)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    return procs
+
+
+def _finish(procs, timeout=240):
+    try:
+        outs = [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:  # a worker left waiting on a dead peer's collective
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, out[-2000:] + err[-3000:]
+    return [out for out, _ in outs]
+
+
+@pytest.mark.slow
+def test_two_workers_killed_and_restarted_resume_from_the_chiefs_checkpoint(data, tmp_path):
+    whole = _finish(_start_workers(data, tmp_path / "whole", [tmp_path / "whole0.npy", tmp_path / "whole1.npy"]))
+    assert all("steps 8" in out for out in whole)  # 8 utterances a worker, 1 a replica a step
+    run, outs = tmp_path / "run", [tmp_path / "w0.npy", tmp_path / "w1.npy"]
+    procs = _start_workers(data, run, outs)
+    state = run / "checkpoints" / "checkpoint"
+    deadline = time.time() + 240
+    while time.time() < deadline and not re.search(r'^model_checkpoint_path: "ckpt-([2-9])"',
+                                                   state.read_text() if state.exists() else "", flags=re.M):
+        time.sleep(0.05)
+    for p in procs:  # mid epoch, both at once, as a machine failure would
+        p.kill()
+        p.wait()
+    saved = int(re.search(r'^model_checkpoint_path: "ckpt-(\d+)"', state.read_text(), flags=re.M).group(1))
+    assert 2 <= saved < 8
+    resumed = _finish(_start_workers(data, run, outs))
+    for out in resumed:  # both from the chief's checkpoint, at the same step
+        assert f"resumed from {run / 'checkpoints' / f'ckpt-{saved}'}: step {saved}, epoch 1, batch {saved}" in out
+        assert "steps 8" in out
+    w0, w1 = np.load(outs[0]), np.load(outs[1])
+    np.testing.assert_array_equal(w0, w1)
+    np.testing.assert_allclose(w0, np.load(tmp_path / "whole0.npy"), rtol=1e-5, atol=1e-6)
+    assert not (run / "checkpoints" / "workertemp_1").exists()  # the other worker's saves, removed at its end
+
+
+@pytest.mark.slow
+def test_sigterm_on_one_worker_stops_both_after_the_same_step(data, tmp_path):
+    run = tmp_path / "run"
+    procs = _start_workers(data, run, [tmp_path / "w0.npy", tmp_path / "w1.npy"])
+    state = run / "checkpoints" / "checkpoint"
+    deadline = time.time() + 240
+    while time.time() < deadline and not re.search(r'^model_checkpoint_path: "ckpt-([2-9])"',
+                                                   state.read_text() if state.exists() else "", flags=re.M):
+        time.sleep(0.05)
+    procs[1].send_signal(signal.SIGTERM)  # the other worker only: the step's all-reduce tells the chief
+    outs = _finish(procs)
+    stopped = [re.search(r"SIGTERM: checkpointed step (\d+);", out) for out in outs]
+    assert all(stopped), outs
+    step = int(stopped[0].group(1))
+    assert int(stopped[1].group(1)) == step < 8 and f"steps {step}" in outs[0] and f"steps {step}" in outs[1]
+    assert f'model_checkpoint_path: "ckpt-{step}"' in state.read_text()  # the chief's, which both resume from
