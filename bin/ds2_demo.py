@@ -10,7 +10,9 @@ the final one (with the LM, when there is one) when you release, with the latenc
 factor. A file can be uploaded instead. The model must stream (unidirectional RNNs, e.g. ds2-streaming: the
 export has a stream_step signature); the steps of all users are batched together. The final transcript uses
 the decoder the export recorded (ds2-export --lm ...) unless decoder flags are given here. Binds 127.0.0.1
-unless --host says otherwise; SIGTERM or Ctrl-C stops it.
+unless --host says otherwise; SIGTERM or Ctrl-C stops it. Only the page's own origin may open the WebSocket
+(--allowed_origins adds others), idle connections close after --idle_seconds, and each client address gets
+--max_streams_per_client connections (docs/operations.md, "Web demo limits").
 """
 
 import sys
@@ -27,7 +29,12 @@ flags.DEFINE_string("model_dir", None, "An export (ds2-export's EXPORT_DIR/MODEL
 flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).")
 flags.DEFINE_integer("port", 8000, "HTTP and WebSocket port; 0 picks a free one (see --port_file).")
 flags.DEFINE_string("port_file", "", "Write the port here once serving.")
-flags.DEFINE_integer("max_streams", 32, "Users connected at once.")
+flags.DEFINE_integer("max_streams", 32, "WebSocket connections at once, all clients together.")
+flags.DEFINE_integer("max_streams_per_client", 4, "WebSocket connections at once from one client address.")
+flags.DEFINE_list("allowed_origins", [], "Origins (scheme://host[:port], comma-separated) whose pages may open the "
+                  "WebSocket besides the page's own, e.g. https://demo.example.org behind a proxy; pages of other "
+                  "origins get HTTP 403.")
+flags.DEFINE_float("idle_seconds", 300.0, "Close a WebSocket that sent nothing this long (0: never).")
 flags.DEFINE_float("max_seconds", 60.0, "Longest utterance.")
 flags.DEFINE_integer("max_batch_size", 16, "Streams per forward pass at most.")
 flags.DEFINE_integer("batch_timeout_micros", 5000, "While another batch runs, how long a batch waits for more streams.")
@@ -49,7 +56,9 @@ def main(argv):
         # Decoder flags given here replace the decoder the export recorded (assets.extra/decoder_config.json).
         decoder = _decoding.config(FLAGS) if any(FLAGS[name].present for name in DECODER_FLAGS) else None
         config = DemoConfig(model_dir=FLAGS.model_dir, host=FLAGS.host, port=FLAGS.port, port_file=FLAGS.port_file,
-                            decoder=decoder, max_streams=FLAGS.max_streams, max_seconds=FLAGS.max_seconds,
+                            decoder=decoder, max_streams=FLAGS.max_streams,
+                            max_streams_per_client=FLAGS.max_streams_per_client, max_seconds=FLAGS.max_seconds,
+                            allowed_origins=tuple(FLAGS.allowed_origins), idle_seconds=FLAGS.idle_seconds,
                             batching=BatchingConfig(max_batch_size=FLAGS.max_batch_size,
                                                     batch_timeout_micros=FLAGS.batch_timeout_micros))
         serve(config)

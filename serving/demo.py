@@ -23,16 +23,31 @@ the network), `decode_ms` the final decoding's share of it (the LM beam search o
 `batch_size` is how many streams the step's forward pass carried (Batch Dispatch); `rtf` is the compute the
 utterance's steps rode in (their forward passes, shared with other streams) over its audio seconds. Error
 codes: `unsupported_audio` (another sample rate or encoding, or an odd number of bytes), `protocol` (audio
-before `start`, an unknown message), `busy` (`max_streams` users), `too_long` (over `max_seconds`),
-`internal`. The page shows them, and also a denied microphone and a server that went away.
+before `start`, an unknown message), `busy` (see below), `too_long` (over `max_seconds`), `internal`. The page
+shows them, and also a denied microphone and a server that went away.
 
 Audio arriving while a step runs waits and goes into the next step (at most `max_chunk_seconds` per step),
 so a slow machine takes bigger steps instead of falling behind.
+
+The WebSocket's limits (docs/operations.md, "Web demo limits"):
+
+- **Origin.** A browser names the page that opens a WebSocket in its `Origin` header, and any page the user visits
+  may try `ws://127.0.0.1:8000/ws`. Only the page's own origin is let through: `Origin` must be `http(s)://` plus
+  the `Host` the browser asked for, and that host an IP address, `localhost` or the `host` the demo binds (a domain
+  name could be DNS-rebound to this machine: list it in `allowed_origins`). Other origins get HTTP 403 with a
+  one-line reason. A handshake without `Origin` is let through: browsers always send one, so no web page can
+  make it; it comes from a program (ds2-demo-client, a script) that could open the socket anyway.
+- **Idle.** A connection that sends nothing for `idle_seconds` is closed with code 4408 (`IDLE_CLOSE_CODE`) and
+  the reason "idle: nothing received for N s", unless its final transcript is still on the way. The page says
+  so and reconnects on its next use.
+- **Busy.** `max_streams_per_client` connections per client address and `max_streams` in all; one more gets the
+  `busy` error and the close code 1013 (try again later). One client's tabs can't lock the others out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import logging
 import mimetypes
@@ -42,6 +57,8 @@ import signal
 import tempfile
 import threading
 import time
+import urllib.parse
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +79,9 @@ PAGES = {"/": "index.html", "/index.html": "index.html", "/app.js": "app.js", "/
 WEBSOCKET_PATH = "/ws"
 ENCODING = "pcm_s16le"  # what the page's AudioWorklet sends: 16-bit little-endian mono
 DEFAULT_PORT = 8000
+DEFAULT_PORTS = {"http": 80, "https": 443}  # an origin's port when it names none
+IDLE_CLOSE_CODE = 4408  # closed for sending nothing: the application's range (RFC 6455 §7.4.2), 408 as HTTP's timeout
+BUSY_CLOSE_CODE = 1013  # "try again later" (IANA's WebSocket close codes)
 
 
 @dataclass(frozen=True)
@@ -74,16 +94,45 @@ class DemoConfig:
     port_file: str = ""  # write the bound port here once serving
     decoder: DecoderConfig | None = None  # the final transcript's beam decoder (with an LM); None: the export's
     batching: BatchingConfig = BatchingConfig(batch_timeout_micros=5_000)  # across users' steps
-    max_streams: int = 32  # users connected at once
+    max_streams: int = 32  # connections at once, all clients together
+    max_streams_per_client: int = 4  # connections at once from one client address (a user's tabs)
     max_seconds: float = 60.0  # longest utterance
     max_chunk_seconds: float = 1.0  # most audio per step (more waits for the next one)
+    allowed_origins: tuple[str, ...] = ()  # origins (scheme://host[:port]) besides the page's own that may connect
+    idle_seconds: float = 300.0  # close a WebSocket that sent nothing this long (0: never)
 
     def __post_init__(self):
         if not 0 <= self.port < 65536:
             raise ValueError(f"`port` must be in [0, 65535], got {self.port!r}")
-        if self.max_streams < 1 or not self.max_seconds > 0 or not self.max_chunk_seconds > 0:
-            raise ValueError(f"`max_streams` must be >= 1 and `max_seconds`, `max_chunk_seconds` > 0, got "
-                             f"{self.max_streams!r}, {self.max_seconds!r}, {self.max_chunk_seconds!r}")
+        if self.max_streams < 1 or self.max_streams_per_client < 1:
+            raise ValueError(f"`max_streams` and `max_streams_per_client` must be >= 1, got {self.max_streams!r}, "
+                             f"{self.max_streams_per_client!r}")
+        if not self.max_seconds > 0 or not self.max_chunk_seconds > 0 or not self.idle_seconds >= 0:
+            raise ValueError(f"`max_seconds`, `max_chunk_seconds` must be > 0 and `idle_seconds` >= 0, got "
+                             f"{self.max_seconds!r}, {self.max_chunk_seconds!r}, {self.idle_seconds!r}")
+        if isinstance(self.allowed_origins, str):
+            raise ValueError(f"`allowed_origins` must be a sequence of origins, got a string: "
+                             f"{self.allowed_origins!r}")
+        origins = tuple(normalize_origin(o) for o in self.allowed_origins)
+        for given, origin in zip(self.allowed_origins, origins):
+            if origin is None:
+                raise ValueError(f"`allowed_origins` holds origins as browsers send them, http(s)://host[:port] "
+                                 f"(e.g. https://demo.example.org), got {given!r}")
+        object.__setattr__(self, "allowed_origins", origins)  # compared normalized
+
+
+def normalize_origin(origin: str) -> str | None:
+    """`origin` as `scheme://host:port` (lowercase, the port explicit), or None if it is not an http(s) origin."""
+    try:
+        url = urllib.parse.urlsplit(origin.strip())
+        port = url.port
+    except (ValueError, AttributeError):
+        return None
+    if (url.scheme not in DEFAULT_PORTS or not url.hostname or url.path not in ("", "/") or url.query or url.fragment
+            or url.username is not None):
+        return None
+    host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+    return f"{url.scheme}://{host}:{port or DEFAULT_PORTS[url.scheme]}"
 
 
 def resolve_version(model_dir: str | os.PathLike, scratch: Path) -> Path:
@@ -128,6 +177,7 @@ class DemoServer:
         self.servable = servable
         self.predictor = Predictor(config.batching)
         self.connections = 0
+        self.clients: Counter[str] = Counter()  # open connections per client address
         self.decoder_name = "beam + LM" if servable.lm_decoder is not None else "greedy"
         self.max_chunk = int(config.max_chunk_seconds * servable.sample_rate)
 
@@ -140,6 +190,10 @@ class DemoServer:
 
         path = request.path.split("?", 1)[0]
         if path == WEBSOCKET_PATH:
+            refusal = self.origin_refusal(request.headers)
+            if refusal:
+                logger.warning("refused a WebSocket from %s: %s", connection.remote_address[0], refusal)
+                return connection.respond(403, f"{refusal}\n")
             return None
         if path == "/healthz":
             return connection.respond(200, "ok\n")
@@ -153,15 +207,52 @@ class DemoServer:
         headers = Headers([("Content-Type", kind), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")])
         return Response(200, "OK", headers, body)
 
+    def origin_refusal(self, headers) -> str:
+        """Why a WebSocket handshake with these HTTP headers is refused, in one line; "" if it is not.
+
+        Let through: no `Origin` (not a browser), the page's own origin (`http(s)://` + the `Host` asked for, a
+        host that can't be DNS-rebound: an IP address, `localhost` or the bound `host`), and `allowed_origins`.
+        """
+        origins = headers.get_all("Origin")
+        if not origins:
+            return ""
+        if len(origins) > 1:
+            return f"{len(origins)} Origin headers; a browser sends one"
+        origin = normalize_origin(origins[0])
+        if origin is not None and (origin in self.config.allowed_origins or self._own_origin(origin, headers)):
+            return ""
+        return (f"origin {origins[0][:200]!r} may not open this WebSocket: only the demo page's own origin and "
+                "--allowed_origins may")
+
+    def _own_origin(self, origin: str, headers) -> bool:
+        hosts = headers.get_all("Host")
+        if len(hosts) != 1:
+            return False
+        url = urllib.parse.urlsplit(origin)
+        try:
+            host = urllib.parse.urlsplit(f"//{hosts[0]}")
+            port = host.port or DEFAULT_PORTS[url.scheme]  # behind a TLS proxy the page is https, the Host the same
+        except ValueError:
+            return False
+        if (host.hostname, port) != (url.hostname, url.port):
+            return False
+        try:
+            ipaddress.ip_address(host.hostname)
+            return True  # an address: the browser reached this server (or a proxy to it) there
+        except ValueError:  # a name: one an attacker's DNS may point here, unless it is one of ours
+            return host.hostname in ("localhost", self.config.host.lower())
+
     # ------------------------------------------------------------------------------------------- WebSocket
 
     async def handle(self, ws) -> None:
-        if self.connections >= self.config.max_streams:
-            await self._send(ws, type="error", code="busy", message=f"{self.connections} users are connected, the "
-                             "most this demo serves; try again later")
-            await ws.close()
+        client = ws.remote_address[0]
+        busy = self._busy(client)
+        if busy:
+            await self._send(ws, type="error", code="busy", message=busy)
+            await ws.close(BUSY_CLOSE_CODE, "busy")
             return
         self.connections += 1
+        self.clients[client] += 1
         try:
             await self._send(ws, type="hello", model=self.servable.name, version=self.servable.version,
                              sample_rate=self.servable.sample_rate, encoding=ENCODING, decoder=self.decoder_name,
@@ -169,6 +260,18 @@ class DemoServer:
             await self._serve(ws)
         finally:
             self.connections -= 1
+            self.clients[client] -= 1
+            if not self.clients[client]:
+                del self.clients[client]
+
+    def _busy(self, client: str) -> str:
+        mine, limit = self.clients[client], self.config.max_streams_per_client
+        if mine >= limit:
+            return (f"{mine} connections from {client} are open, the most this demo serves one client ({limit}); "
+                    "close one (another tab?) and try again")
+        if self.connections >= self.config.max_streams:
+            return f"{self.connections} connections are open, the most this demo serves; try again later"
+        return ""
 
     async def _serve(self, ws) -> None:
         import websockets
@@ -176,8 +279,17 @@ class DemoServer:
         utterance: _Utterance | None = None
         wake = asyncio.Event()
         pump = None
+        idle = self.config.idle_seconds or None
         try:
-            async for message in ws:
+            while True:
+                try:
+                    message = await asyncio.wait_for(ws.recv(), idle)  # cancelling recv loses nothing
+                except TimeoutError:
+                    if pump is not None and utterance.stop_time is not None and not pump.done():
+                        continue  # its final transcript is still on the way: the client waits for us
+                    logger.info("closing %s's WebSocket: idle for %g s", ws.remote_address[0], idle)
+                    await ws.close(IDLE_CLOSE_CODE, f"idle: nothing received for {idle:g} s")
+                    return
                 if isinstance(message, bytes):
                     if utterance is None or utterance.stop_time is not None:
                         await self._send(ws, type="error", code="protocol", message="audio before a start message; "
@@ -392,4 +504,5 @@ def serve(config: DemoConfig) -> None:
 
 
 
-__all__ = ["DEFAULT_PORT", "DemoConfig", "DemoServer", "RunningDemo", "WEB_DIR", "resolve_version", "serve", "start"]
+__all__ = ["BUSY_CLOSE_CODE", "DEFAULT_PORT", "DemoConfig", "DemoServer", "IDLE_CLOSE_CODE", "RunningDemo", "WEB_DIR",
+           "normalize_origin", "resolve_version", "serve", "start"]

@@ -121,8 +121,10 @@ def stream_file(config: DemoClientConfig, on_partial: Callable[[str], None] | No
                     return DemoResult(message["text"], partials, float(message["audio_seconds"]), latency,
                                       float(message["latency_ms"]), float(message["rtf"]), message.get("decoder", ""),
                                       float(message.get("decode_ms", 0.0)), batch_sizes)
-    except ConnectionClosed:
-        raise ConnectionError(f"ds2-demo at {config.url} closed the connection") from None
+    except ConnectionClosed as e:  # the close frame says why (the demo's idle timeout: 4408 "idle: ...")
+        close = e.rcvd
+        why = "" if close is None else f" (close code {close.code}{': ' + close.reason if close.reason else ''})"
+        raise ConnectionError(f"ds2-demo at {config.url} closed the connection{why}") from None
 
 
 def _receive(ws, timeout: float) -> dict:

@@ -8,12 +8,19 @@ model's transcript of the whole WAV; the browser's path (the fake device's resam
 changes the audio slightly, so the transcripts must agree within a small CER. Slow (it trains a model and drives a
 browser, a few minutes): `make test-slow` (which CI's .ci/run runs) installs Chromium (`tools/apt-deps.sh browser`)
 and runs it; elsewhere it is skipped when Chromium is missing.
+
+The WebSocket's limits as a browser meets them run on an untrained model (they don't look at transcripts): the page
+opened as localhost works, a page of another origin (another port) can't open the WebSocket, and the page reconnects
+after the server closed its idle connection. tests/test_demo_limits.py checks the same limits with raw clients.
 """
 
+import contextlib
 import dataclasses
+import http.server
 import io
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +38,7 @@ from deepspeech2.features import FeatureConfig, featurize
 from deepspeech2.model import DS2_STREAMING, build_model
 from deepspeech2.model.ctc import ctc_loss
 from deepspeech2.normalizer import Normalizer
+from deepspeech2.testing import make_clip
 from deepspeech2.vocab import Vocabulary
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -264,3 +272,102 @@ def test_page_shows_a_denied_microphone_and_a_server_that_went_away(wav_and_refe
         driver.quit()
         if running is not None:
             running.stop()
+
+
+# ------------------------------------------------------------------------------------------- the WebSocket's limits
+
+# A page of another origin that opens ds2-demo's WebSocket (the port in `?port=`) and records what happens.
+PROBE_PAGE = b"""<!doctype html><title>elsewhere</title><script>
+window.probe = { opened: false, messages: [], closed: null };
+const ws = new WebSocket(`ws://127.0.0.1:${new URLSearchParams(location.search).get("port")}/ws`);
+ws.onopen = () => { probe.opened = true; };
+ws.onmessage = (event) => { probe.messages.push(JSON.parse(event.data).type); };
+ws.onclose = (event) => { probe.closed = event.code; };
+</script>"""
+
+
+@pytest.fixture(scope="module")
+def untrained_bundle(tmp_path_factory):
+    """A CONFIG bundle, untrained (seeded), its features unnormalized."""
+    features = FeatureConfig()
+    keras.utils.set_random_seed(0)
+    normalizer = Normalizer(np.zeros(features.dim, np.float32), np.ones(features.dim, np.float32), features)
+    return save_bundle(tmp_path_factory.mktemp("untrained") / "model", build_model(CONFIG), CONFIG,
+                       Vocabulary.english(), normalizer)
+
+
+@contextlib.contextmanager
+def page_elsewhere():
+    """An HTTP server serving PROBE_PAGE on another port of 127.0.0.1 (another origin); yields its origin."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(PROBE_PAGE)))
+            self.end_headers()
+            self.wfile.write(PROBE_PAGE)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_page_on_localhost_works_and_a_page_of_another_origin_is_refused(untrained_bundle):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from deepspeech2_serving.demo import DemoConfig, start
+
+    running = start(DemoConfig(str(untrained_bundle), port=0))
+    driver = chromium(None)
+    try:
+        for url in (running.url, f"http://localhost:{running.port}/"):  # the same page under both names
+            driver.get(url)
+            state = wait_for(driver, lambda s: s and s["state"] in ("ready", "error"), f"{url} never connected")
+            assert state["state"] == "ready" and not state["errors"], (url, state)
+        with page_elsewhere() as origin:
+            driver.get(f"{origin}/?port={running.port}")
+            probe = WebDriverWait(driver, WAIT, poll_frequency=0.1).until(lambda d: d.execute_script(
+                "return probe.closed !== null || probe.messages.length ? probe : false;"))
+        assert probe == {"opened": False, "messages": [], "closed": 1006}  # 1006: the handshake failed (a 403)
+    finally:
+        driver.quit()
+        running.stop()
+
+
+def test_page_reconnects_after_its_idle_connection_was_closed(untrained_bundle, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    from deepspeech2_serving.demo import DemoConfig, start
+
+    wav = tmp_path / "clip.wav"
+    save_wav(wav, make_clip(1.2))
+    running = start(DemoConfig(str(untrained_bundle), port=0, idle_seconds=3))
+    driver = chromium(None)
+    try:
+        driver.get(running.url)
+        wait_for(driver, lambda s: s and s["state"] == "ready", "the page never connected")
+        state = wait_for(driver, lambda s: s["state"] == "idle", "the server never closed the idle connection")
+        assert not state["errors"]  # not an error: the page says so and reconnects on the next use
+        assert "nothing received for 3 s" in driver.find_element(By.ID, "model").text
+        talk = driver.find_element(By.ID, "talk")
+        assert talk.is_enabled() and talk.text == "Reconnect"
+
+        driver.find_element(By.ID, "file").send_keys(str(wav))  # a file reconnects and is transcribed
+        state = wait_for(driver, lambda s: len(s["finals"]) == 1, "the file got no transcript after reconnecting")
+        assert state["finals"][0]["audio_seconds"] == pytest.approx(1.2, abs=0.05) and not state["errors"]
+
+        wait_for(driver, lambda s: s["state"] == "idle", "the connection was not closed again")
+        talk.click()  # so does the button
+        state = wait_for(driver, lambda s: s["state"] in ("ready", "error"), "the button did not reconnect")
+        assert state["state"] == "ready" and talk.text == "Hold to talk" and not state["errors"]
+    finally:
+        driver.quit()
+        running.stop()

@@ -2,13 +2,16 @@
 "use strict";
 
 const CHUNK_MS = 100; // audio per WebSocket message
+const IDLE_CLOSE_CODE = 4408; // the server closed a connection that sent nothing for a while (serving/demo.py)
+const BUSY_CLOSE_CODE = 1013; // the server has no room for this connection ("try again later")
 const $ = (id) => document.getElementById(id);
 const ui = {
   model: $("model"), error: $("error"), talk: $("talk"), talkLabel: $("talk-label"), file: $("file"),
   transcript: $("transcript"), latency: $("latency"), serverLatency: $("server-latency"), rtf: $("rtf"),
   audio: $("audio"), decoder: $("decoder"),
 };
-// What the page is doing, for people and for the browser test: connecting, ready, recording, finishing, error.
+// What the page is doing, for people and for the browser test: connecting, ready, recording, finishing, error,
+// idle (the server closed the unused connection; the button or a file reconnects).
 // `partials` holds the current utterance's partial messages ({text, audio_seconds}), `finals` every final one.
 const demo = (window.ds2Demo = { state: "connecting", partials: [], finals: [], errors: [], sampleRate: 16000 });
 
@@ -25,12 +28,12 @@ let releasedAt = 0;
 function setState(state) {
   demo.state = state;
   document.body.dataset.state = state;
-  const busy = state !== "ready";
-  ui.talk.disabled = busy && state !== "recording";
-  ui.file.disabled = busy;
+  const usable = state === "ready" || state === "idle";
+  ui.talk.disabled = !usable && state !== "recording";
+  ui.file.disabled = !usable;
   ui.talk.setAttribute("aria-pressed", state === "recording" ? "true" : "false");
   ui.talkLabel.textContent = state === "recording" ? "Listening… release to finish"
-    : state === "finishing" ? "Finishing…" : "Hold to talk";
+    : state === "finishing" ? "Finishing…" : state === "idle" ? "Reconnect" : "Hold to talk";
 }
 
 function showError(code, message) {
@@ -55,18 +58,38 @@ function showTranscript(text, state) {
 
 function connect() {
   const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+  opened = false;
   ws = new WebSocket(url);
   ws.binaryType = "arraybuffer";
   ws.onopen = () => { opened = true; };
   ws.onmessage = (event) => onMessage(JSON.parse(event.data));
-  ws.onclose = () => {
+  ws.onclose = (event) => {
     pressed = recording = false;
+    if (event.code === IDLE_CLOSE_CODE) { // not an error: nothing was lost, the next use reconnects
+      setState("idle");
+      ui.model.textContent = `disconnected (${event.reason || "idle"}); the button or a file reconnects`;
+      return;
+    }
     setState("error");
+    ui.model.textContent = "disconnected";
+    if (event.code === BUSY_CLOSE_CODE) return; // the server's "busy" message says why
     showError("server_gone", opened
       ? "The server went away (the connection closed). Start ds2-demo again and reload this page."
-      : `Can't reach the server at ${url}. Is ds2-demo running?`);
-    ui.model.textContent = "disconnected";
+      : `Can't reach the server at ${url}. Is ds2-demo running? (It refuses pages of other origins: ` +
+        "see ds2-demo --allowed_origins.)");
   };
+}
+
+// After an idle close: connect again. Resolves to whether the server said hello (it may be busy now).
+function reconnect() {
+  setState("connecting");
+  ui.model.textContent = "connecting…";
+  connect();
+  return new Promise((resolve) => {
+    // Registered after onmessage, so this runs once onMessage has handled the first message.
+    ws.addEventListener("message", () => resolve(demo.state === "ready"), { once: true });
+    ws.addEventListener("close", () => resolve(false), { once: true });
+  });
 }
 
 function onMessage(message) {
@@ -153,6 +176,10 @@ async function openMicrophone() {
 }
 
 async function startRecording() {
+  if (demo.state === "idle") {
+    reconnect(); // press again to talk: a button released while connecting would be missed
+    return;
+  }
   if (demo.state !== "ready" || pressed) return;
   pressed = true;
   clearError();
@@ -220,6 +247,7 @@ async function transcribeFile(file) {
       "Use a WAV, FLAC, Ogg or MP3 file.");
     return;
   }
+  if (demo.state === "idle" && !(await reconnect())) return;
   setState("finishing");
   showTranscript("", "partial");
   demo.partials = [];
