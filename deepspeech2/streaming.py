@@ -103,10 +103,11 @@ def _append(buffer, count, new, new_count):
         new_count: `(B,)` int32.
 
     Returns:
-        `(combined (B, cap + T, ...), total (B,))` with `total = count + new_count`.
+        `(combined (B, cap + T, ...), total (B,))` with `total = count + new_count`, in `new`'s dtype: the state
+        is stored as float32, the layers of a mixed-precision model compute in bfloat16 or float16.
     """
     cap = tf.shape(buffer)[1]
-    joined = tf.concat([buffer, new], axis=1)
+    joined = tf.concat([tf.cast(buffer, new.dtype), new], axis=1)
     i = tf.range(tf.shape(joined)[1])[None, :]  # (1, N)
     total = count + new_count
     valid = i < total[:, None]  # (B, N)

@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,46 @@ def test_first_run_commands_run_as_written(tmp_path):
     assert "dev WER" in out.stdout
     assert (tmp_path / "runs" / "tiny" / "tune.png").is_file()
     assert re.search(r"^WER \d", out.stdout, flags=re.M) and "speaker" in out.stdout  # ds2-eval's report
+    streaming_section_runs_as_written(tmp_path, env)
+
+
+STREAMING = "## Streaming and the live demo"
+
+
+def streaming_section_runs_as_written(root: Path, env: dict) -> None:
+    """The streaming block after the first run: train (under the flagfile's `--mixed_precision auto`: bf16 on a
+    CPU with AVX512-BF16, the case that once broke stream_step), export with the LM, then ds2-demo and
+    ds2-demo-client on a test utterance."""
+    (block,) = readme_blocks(STREAMING)
+    lines = [line.split("  #")[0].rstrip() for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("#")]
+    train, export, demo, client = lines
+    overrides = "'{\"bidirectional\": false, \"row_conv_context\": 5}'"
+    assert train.startswith("ds2-train ") and overrides in train, "the README's streaming command changed"
+    train = train.replace(overrides, "'{\"bidirectional\": false, \"row_conv_context\": 5, \"feature_kind\": "
+                                     "\"logmel\", \"feature_dim\": 80}' --model tiny --epochs 1 --batch_size 4")
+    prefix = "source .venv/bin/activate\n"
+    for command in (train, export):
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", prefix + command], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert out.returncode == 0, command + "\n" + out.stdout[-2000:] + out.stderr[-2000:]
+    assert demo.startswith("ds2-demo ") and client.startswith("ds2-demo-client data/tiny/wav/test/SOME.wav")
+    wav = sorted((root / "data" / "tiny" / "wav" / "test").rglob("*.wav"))[0]
+    port_file = root / "demo.port"
+    server = subprocess.Popen(["bash", "-c", prefix + f"exec {demo} --port 0 --port_file {port_file}"], cwd=root,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(600):
+            if port_file.exists() and port_file.read_text().strip():
+                break
+            assert server.poll() is None, server.stdout.read()[-3000:]
+            time.sleep(0.2)
+        port = port_file.read_text().strip()
+        command = client.replace("data/tiny/wav/test/SOME.wav", str(wav)) + f" --server 127.0.0.1:{port} --speed 0"
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", prefix + command], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        assert out.stdout.strip(), "ds2-demo-client printed no transcript"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)

@@ -195,3 +195,47 @@ def test_models_that_cannot_stream_are_refused():
                          FeatureConfig())
     with pytest.raises(ValueError, match="logmel"):
         StreamingModel(build_model(SMALL_STREAMING), SMALL_STREAMING, FeatureConfig(kind="logmel"))
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])  # float32: tests/test_stream_serving.py
+def test_a_model_trained_under_each_precision_policy_exports_and_streams(policy, tmp_path):
+    """ds2-train's mixed policies (`--mixed_precision auto` picks bf16 on CPUs with AVX512-BF16): train, export with
+    the stream_step signature, and stream a clip through the SavedModel; the streamed log-probs equal its
+    offline ones within the policy's precision. (bf16 models failed here: float32 state met bf16 layers.)"""
+    from deepspeech2.data.pipeline import PipelineConfig
+    from deepspeech2.data.shards import ShardConfig, make_shards
+    from deepspeech2.data.stats import compute_mean_std
+    from deepspeech2.testing import make_manifest
+    from deepspeech2.train import TrainConfig, train
+    from deepspeech2_export import SERVING_DEFAULT, STREAM_STEP
+    from deepspeech2_export.saved_model import ExportConfig, export_model
+
+    manifest, _ = make_manifest(tmp_path, n=4, min_seconds=0.8, max_seconds=1.2)
+    Vocabulary.english().save(tmp_path / "vocab.txt")
+    make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "shards")), progress=False)
+    compute_mean_std([manifest], FeatureConfig()).save(tmp_path / "mean_std.npz")
+    train(TrainConfig(workdir=str(tmp_path / "run"), train_shards=(str(tmp_path / "shards"),),
+                      vocab_path=str(tmp_path / "vocab.txt"), normalizer_path=str(tmp_path / "mean_std.npz"),
+                      model=SMALL_STREAMING, pipeline=PipelineConfig(batch_size=4, num_buckets=0), epochs=1,
+                      warmup_steps=1, mixed_precision=policy, verbose=0))
+    assert keras.mixed_precision.global_policy().name == "float32"  # the trainer put the global policy back
+    version = export_model(ExportConfig(str(tmp_path / "run" / "model"), str(tmp_path / "export"),
+                                        max_audio_seconds=4.0))
+    loaded = tf.saved_model.load(str(version))
+    assert STREAM_STEP in loaded.signatures
+    pcm = (np.round(make_clip(1.37, seed=3) * 32767) / 32768).astype(np.float32)
+    offline = loaded.signatures[SERVING_DEFAULT](waveforms=tf.constant(pcm[None]), lengths=tf.constant([len(pcm)]))
+    expected = offline["log_probs"][0, :int(offline["output_lengths"][0])].numpy()
+    step = loaded.signatures[STREAM_STEP]
+    state = tf.zeros([1, step.structured_input_signature[1]["state"].shape[1]])
+    out = []
+    for start in range(0, len(pcm), 1600):
+        piece = pcm[start:start + 1600]
+        result = step(waveforms=tf.constant(piece[None]), lengths=tf.constant([len(piece)], tf.int32),
+                      state=state, final=tf.constant([start + 1600 >= len(pcm)]))
+        state = result["state"]
+        out.append(result["log_probs"][0, :int(result["output_lengths"][0])].numpy())
+    streamed = np.concatenate(out)
+    assert streamed.shape == expected.shape and np.isfinite(streamed).all()
+    tolerance = {"mixed_float16": 0.02, "mixed_bfloat16": 0.1}[policy]
+    np.testing.assert_allclose(streamed, expected, atol=tolerance)

@@ -382,8 +382,9 @@ class RowConv(keras.layers.Layer):
     def window_outputs(self, x):
         """The outputs whose `τ + 1` input steps all lie inside `x`: `(batch, time, features)` ->
         `(batch, time - τ, features)`. `call` pads τ zero steps first; the streaming step keeps the last τ
-        inputs of each chunk instead, so its outputs lag the input by τ steps."""
-        return ops.depthwise_conv(x, ops.expand_dims(self.kernel, -1), padding="valid")
+        inputs of each chunk instead, so its outputs lag the input by τ steps. The streaming step calls it outside
+        `call`, where a mixed-precision policy does not cast the kernel: it is cast to `x`'s dtype here."""
+        return ops.depthwise_conv(x, ops.expand_dims(ops.cast(self.kernel, x.dtype), -1), padding="valid")
 
     def compute_output_shape(self, input_shape):
         return input_shape
