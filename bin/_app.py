@@ -5,12 +5,15 @@ an installed console script both are the generated wrapper in .venv/bin, so --he
 nor one of our flags, and it exited 1. Here --help (also -? and --helpshort) prints the docstring of the
 module that defines `main`, that module's flags with their help text and defaults, and exits 0, whether the
 command runs as `ds2-x` or as `python bin/ds2_x.py`; --helpfull does the same with every flag of every module.
-A flag that doesn't parse gives `ds2-x: error: ...` and exit status 1.
+A flag that doesn't parse gives `ds2-x: error: ...` and exit status 1, and so does an OSError the command
+doesn't handle itself (a full disk, a missing permission, a file where a folder should be): one line naming the
+path, `ds2-x: error: cannot write PATH: No space left on device`, instead of a traceback.
 
 When stderr is not a terminal (a log file, `make demo > log`), progress bars refresh every 30 s and each
 refresh is its own line, instead of one carriage-return-separated line of many kilobytes.
 """
 
+import errno
 import functools
 import os
 import sys
@@ -122,6 +125,22 @@ def _parse_flags(command: str):
     return parse
 
 
+# What a write can fail with that a read can't: these say "cannot write", the others "cannot access".
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
+def os_error_line(command: str, e: OSError) -> str:
+    """`ds2-x: error: cannot write PATH: No space left on device`: one line for an OSError, naming its path (the
+    destination of a rename)."""
+    path = e.filename2 if e.filename2 is not None else e.filename
+    why = e.strerror or str(e) or type(e).__name__
+    if path is None:
+        return f"{command}: error: {why}"
+    verb = "cannot write" if e.errno in _WRITE_ERRNOS else "cannot access"
+    where = os.fsdecode(path) if isinstance(path, (bytes, os.PathLike)) else str(path)  # str, or a descriptor
+    return f"{command}: error: {verb} {where}: {why}"
+
+
 class LogLines:
     """A text stream for log files: each carriage-return refresh (tqdm's) becomes its own line, and the blank
     refreshes that clear a finished bar are dropped."""
@@ -166,11 +185,19 @@ def run(main) -> None:
     """
     module = sys.modules[main.__module__]
     _install_help(module)
+    command = command_name(module.__name__)
 
     def quiet_main(argv):
         if not FLAGS["verbosity"].present:
             absl_logging.set_verbosity(absl_logging.WARNING)
         _progress_for_logs()
-        return main(argv)
+        try:
+            return main(argv)
+        except BrokenPipeError:  # `ds2-x ... | head`: the reader is gone, nothing to say to it
+            sys.stdout = None
+            sys.exit(1)
+        except OSError as e:
+            sys.stderr.write(os_error_line(command, e) + "\n")
+            sys.exit(1)
 
-    app.run(quiet_main, flags_parser=_parse_flags(command_name(module.__name__)))
+    app.run(quiet_main, flags_parser=_parse_flags(command))

@@ -10,6 +10,7 @@ import sys
 
 from absl import flags
 
+from deepspeech2.audio import MAX_DURATION
 from deepspeech2.features import KINDS, FeatureConfig
 from deepspeech2.data.stats import NUM_SAMPLES, compute_mean_std
 
@@ -18,6 +19,8 @@ flags.DEFINE_list("manifest_paths", None, "Comma-separated JSON-lines manifests 
 flags.DEFINE_string("out", None, "Output .npz (mean, std and the feature config).")
 flags.DEFINE_integer("num_samples", NUM_SAMPLES, "Utterances to sample; 0 = all.")
 flags.DEFINE_integer("seed", 0, "Sampling seed.")
+flags.DEFINE_float("max_duration", MAX_DURATION, "Skip longer utterances (s), unread, as ds2-make-shards and ds2-train "
+                   "do; 0: keep all.")
 flags.DEFINE_enum("feature", "linear", list(KINDS), "Feature kind.")
 flags.DEFINE_integer("sample_rate", FeatureConfig.sample_rate, "Audio sample rate, Hz.")
 flags.DEFINE_float("window_ms", FeatureConfig.window_ms, "STFT window, ms.")
@@ -41,12 +44,13 @@ def main(argv):
                                mfcc_context=FLAGS.mfcc_context, pitch_bins=FLAGS.pitch_bins,
                                pitch_fmin=FLAGS.pitch_fmin, pitch_fmax=FLAGS.pitch_fmax)
         normalizer = compute_mean_std(FLAGS.manifest_paths, config, num_samples=FLAGS.num_samples or None,
-                                      seed=FLAGS.seed)
+                                      seed=FLAGS.seed, max_duration=FLAGS.max_duration or None)
         normalizer.save(FLAGS.out)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-compute-stats: error: {e}")
     print(f"wrote {FLAGS.out}: {config.kind} features, dim {config.dim}, {normalizer.num_utterances} "
-          f"utterances, {normalizer.num_frames} frames, {normalizer.num_skipped} skipped")
+          f"utterances, {normalizer.num_frames} frames, {normalizer.num_skipped} skipped (unreadable, shorter than a "
+          f"window or longer than --max_duration; each is logged)")
 
 
 def run():

@@ -8,8 +8,8 @@ r"""Evaluate a trained model on manifests: WER and CER with substitutions, delet
 Reads the manifests the importers write (offsets honoured), runs the model in batches sorted by length,
 decodes greedily or with the beam search and an LM, and prints the totals, a table per --group_by key
 (any manifest key) and the real-time factor (features + acoustic model, and decoder). Audio that can't be
-read is skipped and reported. --report writes every utterance's reference, hypothesis and errors, the
-totals, the groups, the decoder settings and the timing as JSON.
+read, or is longer than --max_seconds, is skipped and reported. --report writes every utterance's reference,
+hypothesis and errors, the totals, the groups, the decoder settings and the timing as JSON.
 """
 
 import sys
@@ -27,6 +27,9 @@ _decoding.define_flags(kind="greedy")
 flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
 flags.DEFINE_list("group_by", [], "Manifest keys to break the results down by (speaker, environment, accent...).")
 flags.DEFINE_integer("batch_size", 16, "Utterances per acoustic-model call.")
+# deepspeech2.inference.MAX_SECONDS, not imported here: it loads TensorFlow, which --help doesn't need.
+flags.DEFINE_float("max_seconds", 600.0, "Refuse longer audio (s), by its header, with how to cut it into pieces "
+                   "(the model takes an utterance whole); 0: no limit.")
 flags.DEFINE_integer("max_utterances", 0, "Evaluate only the first N utterances; 0: all.")
 flags.DEFINE_string("report", "", "Write the JSON report here.")
 flags.DEFINE_integer("examples", 3, "Reference/hypothesis pairs to print.")
@@ -45,7 +48,8 @@ def main(argv):
         check_lm_files(decoder)
         config = EvalConfig(model_dir=FLAGS.model_dir, manifests=tuple(FLAGS.manifest), decoder=decoder,
                             group_by=tuple(FLAGS.group_by), batch_size=FLAGS.batch_size,
-                            max_utterances=FLAGS.max_utterances, report_path=FLAGS.report)
+                            max_utterances=FLAGS.max_utterances, max_seconds=FLAGS.max_seconds or None,
+                            report_path=FLAGS.report)
         report = evaluate(config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-eval: error: {e}")

@@ -6,7 +6,8 @@ r"""Transcribe audio files (or lines of a manifest) with a trained model.
 
 Any format soundfile reads (WAV, FLAC, OGG, MP3...), resampled to the model's rate and downmixed to mono.
 Prints one `FILE<TAB>transcript` line per input, in order; for manifest lines the reference follows on
-its own line. A file that can't be read gets `FILE<TAB>error: ...` and the others are still transcribed;
+its own line. A file that can't be read, or is longer than --max_seconds (refused by its header, with the
+sox command that cuts it into pieces), gets `FILE<TAB>error: ...` and the others are still transcribed;
 the exit status is 1 if any input failed.
 """
 
@@ -26,6 +27,9 @@ flags.DEFINE_integer("seed", 0, "Seed of the --num_samples draw.")
 _decoding.define_flags(kind="greedy")
 flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
 flags.DEFINE_integer("batch_size", 16, "Utterances per acoustic-model call.")
+# deepspeech2.inference.MAX_SECONDS, not imported here: it loads TensorFlow, which --help doesn't need.
+flags.DEFINE_float("max_seconds", 600.0, "Refuse longer audio (s), by its header, with how to cut it into pieces "
+                   "(the model takes an utterance whole); 0: no limit.")
 flags.mark_flags_as_required(["model_dir"])
 FLAGS = flags.FLAGS
 
@@ -54,7 +58,7 @@ def main(argv):
         else:
             utterances = file_utterances(files)
         with Decoder(decoder_config, bundle.vocab) as decoder:
-            results = transcribe(bundle, utterances, decoder, FLAGS.batch_size)
+            results = transcribe(bundle, utterances, decoder, FLAGS.batch_size, max_seconds=FLAGS.max_seconds or None)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-infer: error: {e}")
     for r in results:

@@ -8,6 +8,7 @@ import sys
 
 from absl import flags
 
+from deepspeech2.audio import MAX_DURATION
 from deepspeech2.data.shards import ShardConfig, make_shards
 from deepspeech2.model.config import load_model_config
 from deepspeech2.vocab import Vocabulary
@@ -20,6 +21,8 @@ flags.DEFINE_integer("num_workers", 4, "Audio decoding threads.")
 flags.DEFINE_integer("seed", 0, "Seed of the utterance-to-shard assignment.")
 flags.DEFINE_string("model", None, "Optional: skip utterances CTC can't fit through this model (its exact output "
                     "steps), listing them in index.json; a preset (tiny, ds2-small, ...) or a model_config.json.")
+flags.DEFINE_float("max_duration", MAX_DURATION, "Skip longer utterances (s), unread: ds2-train drops them anyway "
+                   "(keep this >= its --max_duration); 0: keep all.")
 flags.mark_flags_as_required(["manifest", "vocab", "out"])
 FLAGS = flags.FLAGS
 
@@ -28,15 +31,16 @@ def main(argv):
     del argv
     try:
         config = ShardConfig(out_dir=FLAGS.out, num_shards=FLAGS.num_shards, num_workers=FLAGS.num_workers,
-                             seed=FLAGS.seed, model=load_model_config(FLAGS.model) if FLAGS.model else None)
+                             seed=FLAGS.seed, model=load_model_config(FLAGS.model) if FLAGS.model else None,
+                             max_duration=FLAGS.max_duration or None)
         index = make_shards(FLAGS.manifest, Vocabulary.load(FLAGS.vocab), config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-make-shards: error: {e}")
     kinds = [s.get("kind") for s in index["skipped"]]
     print(f"{FLAGS.out}: {index['total_count']} utterances, {index['total_duration'] / 3600:.2f} h "
           f"in {index['num_shards']} shards; {len(kinds)} skipped ({kinds.count('malformed')} malformed manifest "
-          f"lines, {kinds.count('unusable')} unusable, {kinds.count('infeasible')} CTC-infeasible; listed in "
-          "index.json)")
+          f"lines, {kinds.count('unusable')} unusable, {kinds.count('too_long')} longer than {FLAGS.max_duration:g} s, "
+          f"{kinds.count('infeasible')} CTC-infeasible; listed in index.json)")
 
 
 def run():

@@ -22,6 +22,10 @@ SAMPLE_RATE = 16000  # Hz; every model input is 16 kHz mono (DS2 §7, and all th
 # original by the codec's delay and frame padding: 1105 + up to 1151 samples at 44.1 kHz (51 ms), + up to 575
 # at 22.05 kHz (76 ms); 0.1 s lets such files through and still catches a wrong file or a cut recording.
 DURATION_TOLERANCE = 0.1
+# Longest utterance training keeps, seconds (`PipelineConfig.max_duration`; PaddlePaddle DS2's default): memory
+# grows with the longest utterance of a batch. make-shards and compute-stats skip longer ones by their header,
+# before decoding any of it, so a 2-hour recording in a training manifest costs nothing.
+MAX_DURATION = 27.0
 
 
 def audio_info(path: str | os.PathLike) -> tuple[int, int, int]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import keras
 
 from deepspeech2.features import FeatureConfig
-from deepspeech2.fileio import durable_replace, write_json
+from deepspeech2.fileio import durable_replace, make_parent, remove_stale_temps, temp_prefix, write_json
 from deepspeech2.model import ModelConfig
 from deepspeech2.normalizer import Normalizer
 from deepspeech2.vocab import Vocabulary
@@ -54,7 +54,8 @@ def save_bundle(out_dir: str | os.PathLike, model: keras.Model, model_config: Mo
     """Write a bundle folder atomically: a temp folder next to it, renamed into place.
 
     A crash leaves either the previous bundle or the new one, never a mix: between the two renames the previous
-    one is `.<name>.old`, which the next `save_bundle` or `load_bundle` puts back (`recover_bundle`).
+    one is `.<name>.old`, which the next `save_bundle` or `load_bundle` puts back (`recover_bundle`). The temp
+    folder a killed save leaves (`deepspeech2.fileio.temp_prefix`) goes at the next save into the same folder.
 
     Args:
         out_dir: the bundle folder to (re)write.
@@ -68,9 +69,10 @@ def save_bundle(out_dir: str | os.PathLike, model: keras.Model, model_config: Mo
         The bundle folder.
     """
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    make_parent(out_dir)
     recover_bundle(out_dir)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    remove_stale_temps(out_dir.parent)  # a killed save's temp folder holds a whole model
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(out_dir), dir=out_dir.parent))
     try:
         model.save(tmp / "model.keras")
         write_json(tmp / "model_config.json", model_config.to_dict())
@@ -84,6 +86,10 @@ def save_bundle(out_dir: str | os.PathLike, model: keras.Model, model_config: Mo
             os.replace(out_dir, old)
         durable_replace(tmp, out_dir)
         shutil.rmtree(old, ignore_errors=True)
+    except OSError as e:  # a full disk names no file, or one inside the temp folder: name the bundle
+        if e.errno is not None and (e.filename is None or str(e.filename).startswith(str(tmp))):
+            raise OSError(e.errno, e.strerror, str(out_dir)) from e
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out_dir

@@ -8,8 +8,9 @@ transcripts.
 The report holds every utterance's reference, hypothesis and errors, the totals, the same figures per
 group of any manifest key (`speaker`, `environment` for CHiME-4, an accent...: the per-group tables DS2
 shows for VoxForge accents and CHiME noise), the decoder's settings, and the real-time factor split
-into audio loading, features + acoustic model, and decoding. Utterances whose audio can't be read are
-skipped, listed with the reason and counted in the totals.
+into audio loading, features + acoustic model, and decoding. Utterances whose audio can't be read, or is
+longer than `EvalConfig.max_seconds` (refused by the header, with how to cut it), are skipped, listed with
+the reason and counted in the totals: one bad line never ends a long evaluation.
 
 The headline metric follows the vocabulary: WER for a vocabulary with a space (English), CER for one
 without (Mandarin, DS2 §6.2: no word boundaries, so a "word" would be a character). Both are always in the
@@ -35,7 +36,7 @@ from deepspeech2.bundle import load_bundle
 from deepspeech2.data.manifest import Utterance, read_manifest
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.fileio import write_json
-from deepspeech2.inference import compute_log_probs
+from deepspeech2.inference import MAX_SECONDS, compute_log_probs
 from deepspeech2.vocab import UNK_CHAR, Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class EvalConfig:
     group_by: tuple[str, ...] = ()  # manifest keys to break the totals down by (speaker, environment, ...)
     batch_size: int = 16  # utterances per acoustic-model call
     max_utterances: int = 0  # > 0: score only the first N utterances of the pooled manifests
+    max_seconds: float | None = MAX_SECONDS  # longer utterances are skipped unread (None: no limit)
     report_path: str = ""  # where to write the JSON report ("" = none)
     progress: bool = True  # progress bars
 
@@ -64,6 +66,8 @@ class EvalConfig:
             raise ValueError(f"`batch_size` must be >= 1, got {self.batch_size!r}")
         if self.max_utterances < 0:
             raise ValueError(f"`max_utterances` must be >= 0 (0: all), got {self.max_utterances!r}")
+        if self.max_seconds is not None and not self.max_seconds > 0:
+            raise ValueError(f"`max_seconds` must be > 0 (or None: no limit), got {self.max_seconds!r}")
 
 
 def score(references: Sequence[str], hypotheses: Sequence[str], spaced: bool = True) -> dict:
@@ -115,7 +119,8 @@ def evaluate(config: EvalConfig) -> dict:
             raise ValueError(f"`group_by` key {key!r} appears in no manifest line; keys there: "
                              f"{sorted(_keys(utterances))}")
 
-    acoustic = compute_log_probs(bundle, utterances, config.batch_size, progress=config.progress)
+    acoustic = compute_log_probs(bundle, utterances, config.batch_size, progress=config.progress,
+                                 max_seconds=config.max_seconds)
     ok = [i for i, lp in enumerate(acoustic.log_probs) if lp is not None]
     if not ok:
         raise ValueError(f"none of the {len(utterances)} utterances' audio could be read (first problem: "
@@ -203,7 +208,7 @@ def format_report(report: dict, examples: int = 0) -> str:
                 f"{t['char_insertions']} ins / {t['chars']} chars)")
     headline = report.get("headline_metric", "wer")
     lines = [f"{t['scored']} utterances ({tm['audio_seconds'] / 60:.1f} min of audio), {how}"
-             + (f"; {t['skipped']} skipped (unreadable audio, listed in the report)" if t["skipped"] else ""),
+             + (f"; {t['skipped']} skipped (unreadable or too long, listed in the report)" if t["skipped"] else ""),
              *([wer_line, cer_line] if headline == "wer" else [cer_line, wer_line])]
     oov = report.get("out_of_vocabulary")
     if oov and oov["chars"]:

@@ -4,12 +4,16 @@ Audio is read outside the graph (`deepspeech2.audio.load_audio`, any format soun
 honoured), batched by similar duration so padding stays small, and run through the same features
 (`deepspeech2.features.featurize`) and model the trainer used. The decoders take it from there
 (`deepspeech2.decode`), without importing any of this.
+
+A whole utterance goes through the model at once, so a recording longer than `MAX_SECONDS` is refused by its
+header, before any of it is read, with the command that cuts it into pieces.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,11 +23,23 @@ import tensorflow as tf
 from tqdm import tqdm
 
 from deepspeech2.bundle import Bundle, load_bundle
-from deepspeech2.data.manifest import Utterance, load_utterance, read_manifest
+from deepspeech2.data.manifest import TooLongError, Utterance, load_utterance, read_manifest
 from deepspeech2.features import featurize
 from deepspeech2.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
+
+# Longest utterance transcribed, seconds. The model takes an utterance whole: its features and activations grow
+# with its length (10 minutes are 60,000 feature frames) and a batch pads to its longest. Training keeps
+# utterances under `deepspeech2.audio.MAX_DURATION`, so the model never learned from longer context either.
+MAX_SECONDS = 600.0
+PIECE_SECONDS = 30  # the pieces `_cut_hint` suggests
+
+
+def _cut_hint(e: TooLongError) -> str:
+    """`e` with how to cut the recording into pieces the model takes."""
+    return (f"{e} (`max_seconds`); cut it into {PIECE_SECONDS} s pieces first: `sox {shlex.quote(e.path)} "
+            f"piece.wav trim 0 {PIECE_SECONDS} : newfile : restart` writes piece001.wav, piece002.wav, ...")
 
 
 @dataclass(frozen=True)
@@ -42,17 +58,19 @@ class AcousticOutputs:
 
 
 def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_size: int = 16,
-                      progress: bool = True) -> AcousticOutputs:
+                      progress: bool = True, max_seconds: float | None = MAX_SECONDS) -> AcousticOutputs:
     """Run the model over `utterances` and return each one's log-probabilities over its valid steps.
 
     Utterances are batched in order of duration (less padding; the outputs come back in the input order).
-    One whose audio is missing or can't be decoded is skipped, logged and listed in `skipped`.
+    One whose audio is missing, can't be decoded or is longer than `max_seconds` is skipped, logged and listed
+    in `skipped`.
 
     Args:
         bundle: a loaded model bundle (`deepspeech2.bundle.load_bundle`).
         utterances: manifest lines (`deepspeech2.data.manifest.read_manifest`).
         batch_size: utterances per model call.
         progress: show a tqdm progress bar.
+        max_seconds: longer audio is refused by its header, unread, with how to cut it (None: no limit).
 
     Returns:
         The log-probabilities (None for skipped utterances) and the skipped ones with their reasons.
@@ -77,11 +95,12 @@ def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_siz
             try:
                 # A whole-file line reads the whole file, a segment (offset set, even 0) its own span, with
                 # the tolerance every data tool uses.
-                waves.append(load_utterance(u, sample_rate=rate))
+                waves.append(load_utterance(u, sample_rate=rate, max_seconds=max_seconds))
                 indices.append(i)
             except (ValueError, FileNotFoundError) as e:
-                logger.warning("skipping utterance %d: %s", i, e)
-                skipped.append((i, str(e)))
+                why = _cut_hint(e) if isinstance(e, TooLongError) else str(e)
+                logger.warning("skipping utterance %d: %s", i, why)
+                skipped.append((i, why))
         load_time += time.perf_counter() - t0
         bar.update(len(order[start:start + batch_size]))
         if not waves:
@@ -98,7 +117,8 @@ def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_siz
             out[i] = lp[k, :steps[k]]
     bar.close()
     if skipped:
-        logger.warning("%d of %d utterances skipped: their audio could not be read", len(skipped), len(utterances))
+        logger.warning("%d of %d utterances skipped: their audio could not be read or is too long", len(skipped),
+                       len(utterances))
     return AcousticOutputs(log_probs=out, skipped=skipped, audio_seconds=audio, load_seconds=load_time,
                            model_seconds=model_time)
 
@@ -124,11 +144,12 @@ class ManifestOutputs:
     references: list[str]  # their transcripts, as in the manifest (already normalized by the importers)
     utterances: list[Utterance]  # their manifest lines
     vocab: Vocabulary  # the model's output vocabulary
-    num_skipped: int  # utterances whose audio couldn't be read
+    num_skipped: int  # utterances whose audio couldn't be read or was too long
 
 
 def manifest_log_probs(model_dir: str | os.PathLike, manifest: str | os.PathLike, max_utterances: int = 0,
-                       batch_size: int = 16, seed: int = 0, progress: bool = True) -> ManifestOutputs:
+                       batch_size: int = 16, seed: int = 0, progress: bool = True,
+                       max_seconds: float | None = MAX_SECONDS) -> ManifestOutputs:
     """Load a model bundle and compute the log-probabilities of a manifest's utterances.
 
     Args:
@@ -139,6 +160,7 @@ def manifest_log_probs(model_dir: str | os.PathLike, manifest: str | os.PathLike
         batch_size: utterances per model call.
         seed: the sample's seed.
         progress: show a progress bar.
+        max_seconds: skip longer utterances (`compute_log_probs`).
 
     Returns:
         The readable utterances' log-probabilities, references and manifest lines, in manifest order.
@@ -154,7 +176,7 @@ def manifest_log_probs(model_dir: str | os.PathLike, manifest: str | os.PathLike
     if max_utterances and max_utterances < len(utterances):
         keep = np.sort(np.random.default_rng(seed).choice(len(utterances), max_utterances, replace=False))
         utterances = [utterances[i] for i in keep]
-    outputs = compute_log_probs(bundle, utterances, batch_size=batch_size, progress=progress)
+    outputs = compute_log_probs(bundle, utterances, batch_size=batch_size, progress=progress, max_seconds=max_seconds)
     ok = [i for i, lp in enumerate(outputs.log_probs) if lp is not None]
     if not ok:
         raise ValueError(f"`{manifest}`: none of its {len(utterances)} utterances' audio could be read")
@@ -169,19 +191,19 @@ class Transcript:
     """One input's transcript, or why it has none."""
 
     source: str  # the audio file (or manifest line's file)
-    text: str | None  # None: the audio couldn't be read
+    text: str | None  # None: the audio couldn't be read, or was too long
     error: str | None = None  # why not
     reference: str | None = None  # the manifest's transcript, when transcribing manifest lines
 
 
 def transcribe(bundle: Bundle, utterances: Sequence[Utterance], decoder, batch_size: int = 16,
-               progress: bool = False) -> list[Transcript]:
+               progress: bool = False, max_seconds: float | None = MAX_SECONDS) -> list[Transcript]:
     """Transcribe utterances (audio files as `Utterance`s, or manifest lines) with a `deepspeech2.decode.Decoder`.
 
-    An input whose audio can't be read gets its error instead of a transcript; the others are still
-    transcribed. Results come in the input order.
+    An input whose audio can't be read, or is longer than `max_seconds`, gets its error instead of a transcript;
+    the others are still transcribed. Results come in the input order.
     """
-    acoustic = compute_log_probs(bundle, utterances, batch_size, progress=progress)
+    acoustic = compute_log_probs(bundle, utterances, batch_size, progress=progress, max_seconds=max_seconds)
     ok = [i for i, lp in enumerate(acoustic.log_probs) if lp is not None]
     texts = dict(zip(ok, decoder.decode_utterances([acoustic.log_probs[i] for i in ok]))) if ok else {}
     errors = dict(acoustic.skipped)

@@ -94,3 +94,24 @@ def test_a_save_cut_between_its_two_renames_is_recovered(tmp_path, monkeypatch):
     assert load_bundle(tmp_path / "b").train_config == {"epochs": 3}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
     assert not bundle_module.recover_bundle(tmp_path / "b")  # nothing to recover
+
+
+def test_a_killed_save_leaves_nothing_behind_after_the_next(tmp_path):
+    """`kill -9` in the middle of save_bundle leaves its temp folder; the next save into the same folder removes it."""
+    import signal
+    import subprocess
+    import sys
+
+    save_bundle(tmp_path / "b", build_model(TINY), TINY, Vocabulary.english(), _normalizer())
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal, sys\n"
+        "from deepspeech2.bundle import save_bundle\n"
+        "class Killed:\n"
+        "    def save(self, path):\n"
+        "        open(path, 'wb').write(b'half a model')\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "save_bundle(sys.argv[1], Killed(), None, None, None)\n"), str(tmp_path / "b")])
+    assert killed.returncode == -signal.SIGKILL
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith(".b.")]) == 1
+    save_bundle(tmp_path / "b", build_model(TINY), TINY, Vocabulary.english(), _normalizer(), {"epochs": 2})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"] and load_bundle(tmp_path / "b").train_config == {"epochs": 2}

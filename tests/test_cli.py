@@ -124,6 +124,42 @@ def test_runtime_error_is_one_line(tmp_path):
     assert not (tmp_path / "vocab.txt").exists()
 
 
+def test_os_errors_are_one_line_naming_the_path(tmp_path):
+    """A file where a folder should be, and a write the disk refuses (RLIMIT_FSIZE fails writes past 20 kB with
+    EFBIG, for root too, as a full disk fails them with ENOSPC): one line naming the path, exit 1, no traceback
+    and no temp files."""
+    import resource
+
+    import numpy as np
+    import soundfile as sf
+
+    (tmp_path / "file").write_text("not a folder")
+    lines = []
+    for i in range(3):
+        sf.write(tmp_path / f"{i}.wav", np.random.default_rng(i).uniform(-0.1, 0.1, 16000), 16000)
+        lines.append(f'{{"audio_filepath": "{i}.wav", "duration": 1.0, "text": "a b"}}')
+    (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
+    out = _run([_script("ds2-build-vocab"), "--manifest_paths", str(tmp_path / "m.jsonl"),
+                "--out", str(tmp_path / "file" / "vocab.txt")])
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [
+        f"ds2-build-vocab: error: cannot access {tmp_path / 'file' / 'vocab.txt'}: Not a directory"]
+    from deepspeech2.vocab import Vocabulary
+
+    Vocabulary.from_texts(["a b"]).save(tmp_path / "vocab.txt")
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    out = subprocess.run([_script("ds2-make-shards"), "--manifest", tmp_path / "m.jsonl", "--vocab",
+                          tmp_path / "vocab.txt", "--out", tmp_path / "s", "--num_shards", "1"],
+                         capture_output=True, text=True, env=_env(), timeout=600, preexec_fn=small_files)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"ds2-make-shards: error: cannot write {tmp_path / 's' / 'shard-00000-of-00001.tfrecord'}: File too large")
+    assert list((tmp_path / "s").iterdir()) == []  # no temp shard, no index
+
+
 def test_bad_flag_is_one_line_without_tf_noise(tmp_path):
     # ds2-compute-stats imports TensorFlow before it parses flags.
     out = _run([_script("ds2-compute-stats"), "--num_samples", "many", "--out", str(tmp_path / "x.npz")])

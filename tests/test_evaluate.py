@@ -154,3 +154,55 @@ def test_ds2_eval_and_ds2_infer_agree(tmp_path, bundle_dir):
     assert bad.returncode != 0
     [line] = bad.stderr.strip().splitlines()
     assert line.startswith("ds2-eval: error: ") and "nope.jsonl" in line
+
+
+def _silent_wav(path, seconds, rate=16000):
+    """A 16-bit mono WAV of `seconds` of silence, written sparse: a 2-hour file in an instant, on no disk blocks."""
+    import struct
+
+    data = int(seconds * rate) * 2
+    header = (b"RIFF" + struct.pack("<I", 36 + data) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, rate, 2 * rate, 2, 16)
+              + b"data" + struct.pack("<I", data))
+    with open(path, "wb") as f:
+        f.write(header)
+        f.truncate(len(header) + data)
+    return path
+
+
+def test_long_recordings_are_refused_by_their_header_and_counted(tmp_path, bundle_dir, monkeypatch):
+    """A 2-hour recording in an eval manifest is skipped with how to cut it, before any of it is read; the
+    other utterances are scored."""
+    import deepspeech2.data.manifest as manifest_module
+
+    _, utts = make_manifest(tmp_path, n=2)
+    lecture = _silent_wav(tmp_path / "lecture.wav", 7200)
+    write_manifest(tmp_path / "m.jsonl", utts + [Utterance(str(lecture), 7200.0, "a long talk")])
+    real = manifest_module.read_frames
+
+    def read_frames(path, start, stop, *args, **kwargs):
+        assert stop - start < 60 * 16000, f"decoded {(stop - start) / 16000:.0f} s of {path}"
+        return real(path, start, stop, *args, **kwargs)
+
+    monkeypatch.setattr(manifest_module, "read_frames", read_frames)
+    report = evaluate(EvalConfig(str(bundle_dir), (str(tmp_path / "m.jsonl"),), progress=False))
+    assert report["totals"]["scored"] == 2 and report["totals"]["skipped"] == 1
+    [skipped] = report["skipped"]
+    assert skipped["audio_filepath"] == str(lecture)
+    assert "7200.0 s of audio, over the 600 s limit" in skipped["reason"]
+    assert f"sox {lecture} piece.wav trim 0 30 : newfile : restart" in skipped["reason"]
+    assert "1 skipped (unreadable or too long" in format_report(report)
+
+
+def test_ds2_infer_and_ds2_eval_take_max_seconds(tmp_path, bundle_dir):
+    manifest, utts = make_manifest(tmp_path, n=2, min_seconds=0.8, max_seconds=2.0)
+    lecture = _silent_wav(tmp_path / "lecture.wav", 7200)
+    out = _cli("ds2-infer", "--model_dir", bundle_dir, "--max_seconds", "60", utts[0].audio_filepath, lecture)
+    assert out.returncode == 1, out.stderr[-2000:]  # one input refused, the other transcribed
+    first, second = out.stdout.splitlines()
+    assert first.startswith(utts[0].audio_filepath + "\t") and "error" not in first
+    assert second.startswith(f"{lecture}\terror: `{lecture}`: 7200.0 s of audio, over the 60 s limit")
+    assert "trim 0 30 : newfile : restart" in second
+    shortest = min(u.duration for u in utts)
+    out = _cli("ds2-eval", "--model_dir", bundle_dir, "--manifest", manifest, "--max_seconds", shortest + 0.01)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("1 utterances") and "1 skipped (unreadable or too long" in out.stdout

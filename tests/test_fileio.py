@@ -55,3 +55,52 @@ def test_both_writers_flush_the_data_and_the_rename_to_disk(tmp_path, monkeypatc
         tmp.write_bytes(b"123")
     assert events == [("fsync file", 3), ("replace", None), ("fsync dir", None)]
     assert (tmp_path / "a.txt").read_text() == "12345" and (tmp_path / "b.bin").read_bytes() == b"123"
+
+
+def test_temp_files_of_a_killed_writer_go_at_the_next_write(tmp_path):
+    """`kill -9` inside atomic_write and atomic_path leaves their temp files; the next write into the folder
+    removes them, and leaves those of a writer that is still running."""
+    import signal
+    import subprocess
+    import sys
+
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal, sys\n"
+        "from deepspeech2.fileio import atomic_path, atomic_write\n"
+        "with atomic_write(sys.argv[1] + '/a.json') as f, atomic_path(sys.argv[1] + '/b.tfrecord') as tmp:\n"
+        "    f.write('half'); f.flush(); tmp.write_bytes(b'half')\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"), str(tmp_path)])
+    assert killed.returncode == -signal.SIGKILL
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert len(left) == 2 and left[0].startswith(".a.json.") and left[1].startswith(".b.") and left[1].endswith(".tfrecord.tmp")
+    live = subprocess.Popen([sys.executable, "-c", (
+        "import sys\n"
+        "from deepspeech2.fileio import atomic_write\n"
+        "with atomic_write(sys.argv[1] + '/c.txt') as f:\n"
+        "    f.write('live'); print('writing', flush=True); sys.stdin.readline()\n"), str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert live.stdout.readline() == "writing\n"
+        write_json(tmp_path / "d.json", {})
+        names = sorted(p.name for p in tmp_path.iterdir())
+        assert len(names) == 2 and names[0].startswith(".c.txt.") and names[1] == "d.json"
+    finally:
+        live.communicate("\n", timeout=60)
+    assert live.returncode == 0 and (tmp_path / "c.txt").read_text() == "live"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.txt", "d.json"]
+
+
+def test_errors_name_the_file_being_written(tmp_path):
+    """A write that fails without a file name (a full disk: ENOSPC from write()) names the destination; a file
+    where a folder should be is ENOTDIR on the destination, not EEXIST on the file."""
+    import errno
+
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryError) as e:
+        write_json(tmp_path / "file" / "x.json", {})
+    assert e.value.filename == str(tmp_path / "file" / "x.json")
+    with pytest.raises(OSError) as e:
+        with atomic_write(tmp_path / "full.txt") as f:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    assert (e.value.errno, e.value.filename) == (errno.ENOSPC, str(tmp_path / "full.txt"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -106,6 +106,24 @@ def test_bad_audio_is_skipped_and_counted(corpus, tmp_path):
         compute_mean_std([tmp_path / "nope.jsonl"], FeatureConfig())
 
 
+def test_utterances_over_max_duration_are_skipped_unread(corpus, monkeypatch):
+    """Longer than training keeps: skipped and counted by the header alone, never decoded (a 2-hour file
+    would otherwise be padded into a batch of 16)."""
+    import deepspeech2.data.manifest as manifest_module
+    from deepspeech2.data.pipeline import PipelineConfig
+
+    manifest, utts = corpus
+    real, read = manifest_module.read_frames, []
+    monkeypatch.setattr(manifest_module, "read_frames", lambda path, *a, **k: read.append(str(path)) or real(path, *a, **k))
+    norm = compute_mean_std([manifest], FeatureConfig(), num_samples=None, max_duration=1.1)
+    clean = compute_mean_std([manifest], FeatureConfig(), num_samples=None)
+    assert (norm.num_utterances, norm.num_skipped) == (3, 1) and (clean.num_utterances, clean.num_skipped) == (4, 0)
+    assert read.count(utts[2].audio_filepath) == 1  # by the uncapped run only: the 1.3 s clip
+    assert 0 < norm.num_frames < clean.num_frames
+    import inspect
+    assert inspect.signature(compute_mean_std).parameters["max_duration"].default == PipelineConfig().max_duration
+
+
 def test_save_load_round_trip(tmp_path):
     cfg = FeatureConfig(kind="logmel", n_mels=40, mel_fmax=7600.0)
     rng = np.random.default_rng(0)

@@ -261,3 +261,88 @@ def test_no_utterance_written_is_an_error_and_the_index_says_why(tmp_path):
                           str(tmp_path / "vocab.txt"), "--out", str(tmp_path / "s2")], capture_output=True, text=True)
     assert out.returncode == 1
     assert out.stderr.strip().splitlines()[-1].startswith("ds2-make-shards: error: none of the 3 lines of")
+
+
+def test_a_failed_rerun_leaves_a_folder_training_refuses(tmp_path, monkeypatch):
+    """A re-run killed on its k-th record has replaced shards 0..i, not the rest: the old index must not survive
+    to describe them. Training (the index, then the pipeline) refuses the folder, naming it and the fix."""
+    import re
+    import threading
+
+    import deepspeech2.data.shards as shards
+    from deepspeech2.data.pipeline import ShardSet, make_dataset
+    from deepspeech2.features import FeatureConfig
+
+    manifest, _ = make_manifest(tmp_path, n=8)
+    out = tmp_path / "s"
+    make_shards(manifest, Vocabulary.english(), ShardConfig(str(out), num_shards=4), progress=False)
+    old = {p.name: p.read_bytes() for p in out.glob("shard-*")}
+    calls, lock, real = [], threading.Lock(), shards._load
+
+    def killed_on_the_fifth(*args):
+        with lock:
+            calls.append(None)
+            n = len(calls)
+        if n == 5:  # the first record of shard 2: shards 0 and 1 are rewritten by then
+            raise RuntimeError("killed")
+        return real(*args)
+
+    monkeypatch.setattr(shards, "_load", killed_on_the_fifth)
+    with pytest.raises(RuntimeError, match="killed"):  # another seed: another order, so a rewrite
+        make_shards(manifest, Vocabulary.english(), ShardConfig(str(out), num_shards=4, seed=1), progress=False)
+    monkeypatch.undo()
+    now = {p.name: p.read_bytes() for p in out.glob("shard-*")}
+    assert sorted(now) == sorted(old) and [now[n] != old[n] for n in sorted(old)] == [True, True, False, False]
+    assert not (out / "index.json").exists() and not [p for p in out.iterdir() if p.name.startswith(".")]
+    refusal = rf"`{re.escape(str(out))}`.*re-run `?ds2-make-shards"
+    with pytest.raises(ValueError, match=refusal):
+        load_index(out)  # what ds2-train reads first
+    with pytest.raises(ValueError, match=refusal):
+        make_dataset([str(out)], FeatureConfig())
+    # A finished re-run is trusted again; a shard changed behind the index's back is refused, by name.
+    make_shards(manifest, Vocabulary.english(), ShardConfig(str(out), num_shards=4, seed=1), progress=False)
+    assert sum(ShardSet.load([str(out)]).counts) == 8
+    second = out / "shard-00001-of-00004.tfrecord"
+    second.write_bytes(second.read_bytes()[:-1])
+    with pytest.raises(ValueError, match=rf"shard-00001-of-00004.tfrecord.*re-run `?ds2-make-shards --out {out}"):
+        ShardSet.load([str(out)])
+
+
+def test_a_rerun_with_fewer_shards_removes_the_others(tmp_path):
+    manifest, _ = make_manifest(tmp_path, n=4)
+    make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=4), progress=False)
+    make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=2), progress=False)
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [
+        "index.json", "shard-00000-of-00002.tfrecord", "shard-00001-of-00002.tfrecord"]
+
+
+def test_utterances_over_max_duration_are_skipped_unread(tmp_path, monkeypatch):
+    """What training would drop anyway (longer than its `max_duration`) is not decoded at all: a 2-hour
+    recording is judged by its header."""
+    import deepspeech2.data.manifest as manifest_module
+    from deepspeech2.data.pipeline import PipelineConfig
+
+    manifest, utts = make_manifest(tmp_path, n=6, min_seconds=0.5, max_seconds=2.5)
+    long_ones = {u.audio_filepath for u in utts if u.duration > 1.5}
+    assert 0 < len(long_ones) < 6
+    real, read = manifest_module.read_frames, []
+    monkeypatch.setattr(manifest_module, "read_frames", lambda path, *a, **k: read.append(str(path)) or real(path, *a, **k))
+    index = make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=2,
+                                                                   max_duration=1.5), progress=False)
+    assert index["total_count"] == 6 - len(long_ones) and index["max_duration"] == 1.5
+    too_long = [s for s in index["skipped"] if s["kind"] == "too_long"]
+    assert {s["audio_filepath"] for s in too_long} == long_ones and not long_ones & set(read)
+    assert all("over the 1.5 s" in s["reason"] for s in too_long)
+    # The default is the longest utterance training keeps.
+    assert ShardConfig("x").max_duration == PipelineConfig().max_duration
+
+
+def test_cli_summary_counts_utterances_over_max_duration(tmp_path):
+    manifest, utts = make_manifest(tmp_path, n=4, min_seconds=0.5, max_seconds=2.5)
+    Vocabulary.english().save(tmp_path / "vocab.txt")
+    out = subprocess.run([sys.executable, "bin/ds2_make_shards.py", "--manifest", str(manifest), "--vocab",
+                          str(tmp_path / "vocab.txt"), "--out", str(tmp_path / "s"), "--num_shards", "1",
+                          "--max_duration", "1.5"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    n = sum(u.duration > 1.5 for u in utts)
+    assert 0 < n < 4 and f"{n} longer than 1.5 s" in out.stdout

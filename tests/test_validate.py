@@ -214,6 +214,22 @@ def test_tools_agree_on_what_they_convert_and_on_one_duration_tolerance(tmp_path
     assert [n for n, _ in report.good] == [1] and report.bad_lines() == [2]
 
 
+def test_lines_longer_than_training_takes_are_a_warning(tmp_path):
+    """validate says what make-shards will do with a line over `max_duration`: skip it. The line stays (an
+    evaluation manifest may hold it)."""
+    from deepspeech2.data.pipeline import PipelineConfig
+
+    manifest, utts = make_manifest(tmp_path, n=4, min_seconds=0.5, max_seconds=2.5)
+    report = validate_manifest(manifest, ValidationConfig(max_duration=1.5, model=None), progress=False)
+    long_lines = [n for n, u in enumerate(utts, start=1) if u.duration > 1.5]
+    assert 0 < len(long_lines) < 4 and report.ok and len(report.good) == 4
+    assert report.warned_lines() == long_lines
+    assert all("over the 1.5 s make-shards, compute-stats and training take" in w.message for w in report.warnings)
+    index = make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=1,
+                                                                   max_duration=1.5), progress=False)
+    assert [s["line"] for s in index["skipped"]] == long_lines  # what validate warned of
+    assert ValidationConfig().max_duration == PipelineConfig().max_duration
+
 def test_cli_exit_codes(tmp_path):
     good, _ = make_manifest(tmp_path / "good", n=2)
     Vocabulary.english().save(tmp_path / "vocab.txt")

@@ -171,21 +171,39 @@ def duration_mismatch(u: Utterance, file_rate: int, file_frames: int) -> str | N
     return None
 
 
-def load_utterance(u: Utterance, sample_rate: int | None = SAMPLE_RATE) -> np.ndarray:
+class TooLongError(ValueError):
+    """The audio of an utterance is longer than the caller takes (`load_utterance`'s `max_seconds`)."""
+
+    def __init__(self, path: str, seconds: float, limit: float):
+        super().__init__(f"`{path}`: {seconds:.1f} s of audio, over the {limit:g} s limit")
+        self.path, self.seconds, self.limit = path, seconds, limit
+
+
+def load_utterance(u: Utterance, sample_rate: int | None = SAMPLE_RATE, max_seconds: float | None = None
+                   ) -> np.ndarray:
     """Decode the audio `u` stands for (`audio_span`), downmixed to mono and resampled to `sample_rate`.
+
+    Args:
+        u: the utterance.
+        sample_rate: resample to this rate; None keeps the file's.
+        max_seconds: refuse longer audio, judged by the file's header before any of it is decoded.
 
     Returns:
         float32 (samples,), in [-1, 1].
 
     Raises:
         FileNotFoundError: the audio file doesn't exist.
+        TooLongError: more than `max_seconds` of audio.
         ValueError: unreadable audio, or offset/duration that disagree with it (`duration_mismatch`).
     """
     rate, _, frames = audio_info(u.audio_filepath)
     problem = duration_mismatch(u, rate, frames)
     if problem:
         raise ValueError(f"`{u.audio_filepath}`: {problem}")
-    return read_frames(u.audio_filepath, *audio_span(u, rate, frames), sample_rate=sample_rate)
+    start, stop = audio_span(u, rate, frames)
+    if max_seconds is not None and (stop - start) / rate > max_seconds:
+        raise TooLongError(u.audio_filepath, (stop - start) / rate, max_seconds)
+    return read_frames(u.audio_filepath, start, stop, sample_rate=sample_rate)
 
 
 def iter_manifest(path: str | os.PathLike) -> Iterator[tuple[int, Utterance]]:

@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from deepspeech2.audio import MAX_DURATION
 from deepspeech2.data.augment import Augmentation
-from deepspeech2.data.shards import load_index, parse_example
+from deepspeech2.data.shards import load_index, parse_example, shard_problem
 from deepspeech2.features import FeatureConfig, featurize, frame_lengths, num_frames
 from deepspeech2.model.config import ModelConfig
 from deepspeech2.model.deepspeech2 import ctc_feasible, ctc_label_steps
@@ -54,7 +55,8 @@ class PipelineConfig:
     batch_frames: int = 0  # > 0: batch by total padded frames per replica instead, so long utterances
     # come in smaller batches and memory stays bounded (batch = batch_frames // bucket's longest)
     min_duration: float = 0.0  # seconds; shorter utterances are dropped
-    max_duration: float = 27.0  # seconds; longer utterances are dropped (memory)
+    max_duration: float = MAX_DURATION  # seconds; longer utterances are dropped (memory); make-shards skips
+    # them already unless its --max_duration was raised
     sortagrad: bool = True  # first epoch in increasing duration (DS2 §3.1), later ones shuffled
     num_buckets: int = 8  # length buckets for shuffled epochs (0: plain padded batches)
     shuffle_buffer: int = 512  # serialized records held for shuffling (~160 KB each for 5 s)
@@ -89,9 +91,20 @@ class ShardSet:
 
     @classmethod
     def load(cls, shard_dirs: Sequence[str]) -> "ShardSet":
+        """The shards of `shard_dirs`, as their indexes list them.
+
+        Raises:
+            FileNotFoundError: a folder doesn't exist.
+            ValueError: a folder has no index (ds2-make-shards didn't finish), its files disagree with its index
+                (`deepspeech2.data.shards.shard_problem`), or no shard holds a record.
+        """
         files, durations = [], []
         for d in shard_dirs:
-            for s in load_index(d)["shards"]:
+            index = load_index(d)
+            problem = shard_problem(d, index)
+            if problem:
+                raise ValueError(problem)
+            for s in index["shards"]:
                 if s["count"]:
                     files.append(str(Path(d) / s["path"]))
                     durations.append(tuple(s["durations"]))

@@ -2,18 +2,23 @@
 
 Layout of `ds2-make-shards --out DIR --num_shards N`:
     DIR/shard-00000-of-0000N.tfrecord ...   one tf.train.Example per utterance, sorted by duration
-    DIR/index.json                          counts; per record its duration, samples and CTC label steps;
-                                            the vocabulary; characters encoded as <unk>; skipped lines
-                                            and utterances with the reason
+    DIR/index.json                          counts; per shard its size, per record its duration, samples and
+                                            CTC label steps; the vocabulary; characters encoded as <unk>;
+                                            skipped lines and utterances with the reason
 Each shard is written to a temp file and renamed, and the index is written last, so a crash never
-leaves a half shard that looks finished. Re-running with the same manifest, vocabulary and settings
-is a no-op (the index records a fingerprint of all three, and of the format version).
+leaves a half shard that looks finished. A re-run that rewrites removes the old index first: killed
+half-way, it leaves new shards and old ones side by side and no index, which training refuses
+(`load_index`), rather than the old index describing the mix. Re-running with the same manifest,
+vocabulary and settings is a no-op (the index records a fingerprint of all three, and of the format
+version).
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -25,11 +30,11 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from deepspeech2.audio import SAMPLE_RATE
-from deepspeech2.data.manifest import Utterance, load_utterance, open_manifest, parse_line
+from deepspeech2.audio import MAX_DURATION, SAMPLE_RATE
+from deepspeech2.data.manifest import TooLongError, Utterance, load_utterance, open_manifest, parse_line
 from deepspeech2.data.validate import model_name
 from deepspeech2.features import FeatureConfig
-from deepspeech2.fileio import atomic_path, write_json
+from deepspeech2.fileio import atomic_path, make_parent, write_json
 from deepspeech2.model.config import ModelConfig
 from deepspeech2.model.deepspeech2 import ctc_label_steps, output_steps
 from deepspeech2.vocab import Vocabulary
@@ -63,10 +68,14 @@ class ShardConfig:
     num_workers: int = 4  # decoding threads (soundfile releases the GIL)
     model: ModelConfig | None = None  # given: utterances CTC can't fit through this model are skipped
     feature_config: FeatureConfig = FeatureConfig()  # the model's features (frames per sample); with `model`
+    max_duration: float | None = MAX_DURATION  # seconds; longer utterances are skipped unread (training drops
+    # them: keep this >= ds2-train's --max_duration); None keeps all
 
     def __post_init__(self):
         if self.num_shards < 1:
             raise ValueError(f"`num_shards` must be >= 1, got {self.num_shards}")
+        if self.max_duration is not None and not self.max_duration > 0:
+            raise ValueError(f"`max_duration` must be > 0 (or None: no limit), got {self.max_duration!r}")
         if self.model is not None and self.feature_config.sample_rate != self.sample_rate:
             raise ValueError(f"`feature_config.sample_rate` ({self.feature_config.sample_rate}) must equal the "
                              f"shards' `sample_rate` ({self.sample_rate})")
@@ -136,13 +145,14 @@ def _load(u: Utterance, vocab: Vocabulary, config: ShardConfig):
     Raises:
         ValueError: empty or out-of-vocabulary text, unreadable audio, offset/duration that disagree with the
             audio (`deepspeech2.data.manifest.duration_mismatch`); `_Infeasible` if CTC can't fit it through
-            `config.model`.
+            `config.model`; `TooLongError` if it is longer than `config.max_duration`.
         FileNotFoundError: the audio file doesn't exist.
     """
     labels = vocab.encode(u.text)
     if not labels:
         raise ValueError("empty transcript")
-    wav = load_utterance(u, config.sample_rate)  # the segment, or the whole file: manifest.audio_span
+    # The segment, or the whole file (manifest.audio_span); too long, it is refused by the header, unread.
+    wav = load_utterance(u, config.sample_rate, max_seconds=config.max_duration)
     if not len(wav):
         raise ValueError("no audio samples")
     need = ctc_label_steps(labels)
@@ -178,8 +188,26 @@ def read_manifest_lines(manifest: str | os.PathLike) -> tuple[list[tuple[int, Ut
 def _fingerprint(manifest, vocab: Vocabulary, config: ShardConfig) -> str:
     h = hashlib.sha256(Path(manifest).read_bytes())
     model = None if config.model is None else [config.model.to_dict(), config.feature_config.to_dict()]
-    h.update(json.dumps([FORMAT, vocab.tokens(), config.num_shards, config.sample_rate, config.seed, model]).encode())
+    h.update(json.dumps([FORMAT, vocab.tokens(), config.num_shards, config.sample_rate, config.seed, model,
+                         config.max_duration]).encode())
     return h.hexdigest()
+
+
+# strerror text -> errno, to read TensorFlow's "PATH; File too large" back as the OSError it was.
+_ERRNOS = {os.strerror(code): code for code in errno.errorcode}
+
+
+@contextlib.contextmanager
+def _shard_writer(path: Path):
+    """A TFRecordWriter into `atomic_path(path)`. Its write errors (TensorFlow's, e.g. "PATH; No space left on
+    device") come out as the OSError they stand for, naming `path`, so the CLIs show them as one line."""
+    try:
+        with atomic_path(path) as tmp, tf.io.TFRecordWriter(str(tmp)) as writer:
+            yield writer
+    except tf.errors.OpError as e:
+        code = _ERRNOS.get((e.message or "").rsplit("; ", 1)[-1],
+                           errno.ENOSPC if isinstance(e, tf.errors.ResourceExhaustedError) else errno.EIO)
+        raise OSError(code, os.strerror(code), str(path)) from e
 
 
 def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardConfig,
@@ -187,42 +215,50 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
     """Write `manifest` as `config.num_shards` TFRecord shards plus `index.json`; returns the index.
 
     Malformed manifest lines, bad utterances (unreadable audio, out-of-vocabulary text, a duration that
-    disagrees with the audio) and, with `config.model`, utterances CTC can't fit are skipped and listed in
-    the index's "skipped" with their line number, kind ("malformed", "unusable" or "infeasible") and reason.
+    disagrees with the audio), utterances longer than `config.max_duration` (judged by the header, never
+    decoded) and, with `config.model`, utterances CTC can't fit are skipped and listed in the index's "skipped"
+    with their line number, kind ("malformed", "unusable", "too_long" or "infeasible") and reason.
 
     Raises:
         FileNotFoundError: the manifest doesn't exist.
         ValueError: no utterance could be written (the index is written all the same, listing why each
             line was skipped): empty shards would only fail later, in training, further from the reason.
+        OSError: a shard or the index can't be written (a full disk); it names the file.
     """
     out = Path(config.out_dir)
     if not Path(manifest).exists():
         raise FileNotFoundError(f"manifest `{manifest}` does not exist")
     fingerprint = _fingerprint(manifest, vocab, config)
     if (out / INDEX).exists():
-        previous = load_index(out)
-        if previous.get("fingerprint") == fingerprint and all((out / s["path"]).exists()
-                                                                 for s in previous["shards"]):
+        previous = _read_index(out / INDEX)
+        if previous.get("fingerprint") == fingerprint and shard_problem(out, previous) is None:
+            _remove_other_shards(out, previous)
             return _nonempty(previous, manifest, out)
     lines, skipped = read_manifest_lines(manifest)
-    out.mkdir(parents=True, exist_ok=True)
+    make_parent(out / INDEX)
+    # Until the new index is written, the folder holds new shards next to old ones: no index (training refuses
+    # the folder) rather than the old one describing them.
+    (out / INDEX).unlink(missing_ok=True)
     order = list(range(len(lines)))
     random.Random(config.seed).shuffle(order)
     # Deal utterances round-robin (after a seeded shuffle) so shards have similar counts and durations.
     assignment = [order[i::config.num_shards] for i in range(config.num_shards)]
     shards, durations = [], []
     unknown = collections.Counter()  # characters written as <unk> (a vocabulary with one: Mandarin)
-    bar = tqdm(total=len(lines), desc=f"shards {out.name}", unit="utt", disable=not progress)
 
     def load(k):
         try:
             return k, _load(lines[k][1], vocab, config), None, None
         except _Infeasible as e:
             return k, None, "infeasible", str(e)
+        except TooLongError as e:
+            return k, None, "too_long", f"{e} (`max_duration`: training drops longer utterances)"
         except (ValueError, FileNotFoundError) as e:
             return k, None, "unusable", str(e)
 
-    with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool:
+    # The bar closes on an error too, so that its last refresh comes before the error's message, not after.
+    with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool, \
+            tqdm(total=len(lines), desc=f"shards {out.name}", unit="utt", disable=not progress) as bar:
         for i, members in enumerate(assignment):
             path = out / shard_name(i, config.num_shards)
             count, seconds = 0, 0.0
@@ -230,7 +266,7 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
             # Records are sorted by duration inside each shard: interleaving the shards round-robin then
             # gives an (almost) globally sorted stream, which is SortaGrad's first epoch (DS2 §3.1).
             members = sorted(members, key=lambda k: (lines[k][1].duration, k))
-            with atomic_path(path) as tmp, tf.io.TFRecordWriter(str(tmp)) as writer:
+            with _shard_writer(path) as writer:
                 for k, result, kind, err in pool.map(load, members):
                     bar.update(1)
                     if err is not None:
@@ -250,9 +286,9 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
             # sorted SortaGrad epoch, and plan shuffled epochs, without reading any audio; the samples and the
             # CTC steps each transcript needs let training count the utterances a model can't fit
             # (`deepspeech2.model.ctc_feasible`), also without reading.
-            shards.append({"path": path.name, "count": count, "duration": round(seconds, 3),
-                           "durations": shard_durations, "num_samples": shard_samples, "label_steps": label_steps})
-    bar.close()
+            shards.append({"path": path.name, "bytes": path.stat().st_size, "count": count,
+                           "duration": round(seconds, 3), "durations": shard_durations,
+                           "num_samples": shard_samples, "label_steps": label_steps})
     index = {
         "format": FORMAT,
         "manifest": str(Path(manifest).resolve()),
@@ -271,11 +307,21 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
         # The model infeasible utterances were judged for (None: none were).
         "model": None if config.model is None else config.model.to_dict(),
         "feature_config": None if config.model is None else config.feature_config.to_dict(),
+        "max_duration": config.max_duration,  # longer utterances were skipped (None: none were)
         "shards": shards,
         "skipped": sorted(skipped, key=lambda e: e["line"]),
     }
     write_json(out / INDEX, index)
+    _remove_other_shards(out, index)
     return _nonempty(index, manifest, out)
+
+
+def _remove_other_shards(out: Path, index: dict) -> None:
+    """Delete the shard files of an earlier run with another `num_shards`, which the index doesn't list."""
+    listed = {s["path"] for s in index["shards"]}
+    for path in out.glob("shard-*-of-*.tfrecord"):
+        if path.name not in listed:
+            path.unlink(missing_ok=True)
 
 
 def _nonempty(index: dict, manifest, out: Path) -> dict:
@@ -293,11 +339,38 @@ def _nonempty(index: dict, manifest, out: Path) -> dict:
 
 
 def load_index(shard_dir: str | os.PathLike) -> dict:
-    """Read `index.json` of a shard folder (raises FileNotFoundError with the fix if it's missing)."""
+    """Read `index.json` of a shard folder.
+
+    Raises:
+        FileNotFoundError: the folder doesn't exist.
+        ValueError: it has no index.json: ds2-make-shards never finished there (killed, or still running).
+    """
     path = Path(shard_dir) / INDEX
     if not path.exists():
-        raise FileNotFoundError(f"`{path}` not found; write shards with `ds2-make-shards --out {shard_dir}`")
+        if not Path(shard_dir).is_dir():
+            raise FileNotFoundError(f"`{path}` not found; write shards with `ds2-make-shards --out {shard_dir}`")
+        raise ValueError(f"`{shard_dir}` has no {INDEX}: ds2-make-shards did not finish writing it (it was "
+                         f"interrupted, or is still running); re-run `ds2-make-shards --out {shard_dir}` with the "
+                         "same arguments")
+    return _read_index(path)
+
+
+def _read_index(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def shard_problem(shard_dir: str | os.PathLike, index: dict) -> str | None:
+    """Why the shard files of `shard_dir` disagree with its `index` (one is missing, or has another size than
+    when the index was written), with the fix; None when they agree. Indexes from before per-shard sizes are
+    checked for missing files only."""
+    for s in index["shards"]:
+        path = Path(shard_dir) / s["path"]
+        size = path.stat().st_size if path.exists() else None
+        if size is None or size != s.get("bytes", size):
+            what = "is missing" if size is None else f"has {size} bytes where {INDEX} says {s['bytes']}"
+            return (f"`{path}` {what}: the folder changed after ds2-make-shards wrote it; re-run "
+                    f"`ds2-make-shards --out {shard_dir}`")
+    return None
 
 
 def shard_paths(shard_dir: str | os.PathLike) -> list[str]:

@@ -15,7 +15,8 @@ import numpy as np
 import tensorflow as tf
 from tqdm import tqdm
 
-from deepspeech2.data.manifest import load_utterance, read_manifests
+from deepspeech2.audio import MAX_DURATION
+from deepspeech2.data.manifest import TooLongError, load_utterance, read_manifests
 from deepspeech2.features import FeatureConfig, compute_features
 from deepspeech2.normalizer import Normalizer
 
@@ -31,12 +32,14 @@ def compute_mean_std(
     num_samples: int | None = NUM_SAMPLES,
     seed: int = 0,
     batch_size: int = BATCH_SIZE,
+    max_duration: float | None = MAX_DURATION,
 ) -> Normalizer:
     """Estimate per-bin feature mean and std over `num_samples` randomly chosen utterances.
 
     Utterances make-shards would skip for their audio (missing, corrupt, offset/duration that disagree with
-    it: `deepspeech2.data.manifest.duration_mismatch`) and ones shorter than one window are skipped, logged
-    and counted in `Normalizer.num_skipped`; they never abort the run.
+    it: `deepspeech2.data.manifest.duration_mismatch`), ones longer than `max_duration` (training drops them;
+    judged by the header, never decoded) and ones shorter than one window are skipped, logged and counted in
+    `Normalizer.num_skipped`; they never abort the run.
 
     Args:
         manifest_paths: JSON-lines manifests; their utterances are pooled.
@@ -44,6 +47,7 @@ def compute_mean_std(
         num_samples: utterances to sample without replacement (seeded); None or more than available = all.
         seed: sampling seed.
         batch_size: utterances per compute_features call.
+        max_duration: seconds; longer utterances are skipped (None: none are).
 
     Returns:
         the Normalizer.
@@ -56,6 +60,8 @@ def compute_mean_std(
         raise ValueError(f"`num_samples` must be >= 1 (or None for all), got {num_samples!r}")
     if batch_size < 1:
         raise ValueError(f"`batch_size` must be >= 1, got {batch_size!r}")
+    if max_duration is not None and not max_duration > 0:
+        raise ValueError(f"`max_duration` must be > 0 (or None: no limit), got {max_duration!r}")
     if not manifest_paths:
         raise ValueError("`manifest_paths` is empty; give at least one manifest")
     utts = read_manifests(manifest_paths)
@@ -70,7 +76,7 @@ def compute_mean_std(
         lambda w, n: _batch_moments(*compute_features(w, n, feature_config)),
         input_signature=[tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None], tf.int32)])
     count, mean, m2 = 0, np.zeros(feature_config.dim), np.zeros(feature_config.dim)
-    used, skipped, batch = 0, 0, []
+    used, skipped, too_long, batch = 0, 0, 0, []
 
     def flush():
         nonlocal count, mean, m2
@@ -90,7 +96,12 @@ def compute_mean_std(
     min_samples = feature_config.window_length
     for u in tqdm(utts, desc="mean/std", unit="utt"):
         try:
-            wav = load_utterance(u, feature_config.sample_rate)  # as make-shards stores it
+            wav = load_utterance(u, feature_config.sample_rate, max_seconds=max_duration)  # as make-shards stores it
+        except TooLongError as e:
+            skipped += 1
+            too_long += 1
+            logger.warning("skipping %s (training drops it too)", e)
+            continue
         except Exception as e:  # noqa: BLE001 - one bad file must never kill the job
             skipped += 1
             logger.warning("skipping %s: %s", u.audio_filepath, e)
@@ -109,7 +120,8 @@ def compute_mean_std(
     if count == 0:
         raise ValueError(f"no usable audio among the {len(utts)} sampled utterances "
                          f"({skipped} skipped); check the manifests' audio paths")
-    logger.info("mean/std over %d utterances (%d frames); %d skipped", used, count, skipped)
+    logger.info("mean/std over %d utterances (%d frames); %d skipped, %d of them longer than %s s", used, count,
+                skipped, too_long, max_duration)
     return Normalizer(mean=mean.astype(np.float32), std=np.sqrt(m2 / count).astype(np.float32),
                       feature_config=feature_config, num_utterances=used, num_frames=int(count),
                       num_skipped=skipped)

@@ -18,13 +18,16 @@ import numpy as np
 import soundfile as sf
 from tqdm import tqdm
 
-from deepspeech2.audio import SAMPLE_RATE, audio_info
+from deepspeech2.audio import MAX_DURATION, SAMPLE_RATE, audio_info
 from deepspeech2.data.manifest import (Utterance, audio_span, duration_mismatch, open_manifest, parse_line,
                                        write_dropped, write_manifest)
 from deepspeech2.features import FeatureConfig
 from deepspeech2.model.config import DS2_SMALL, PRESETS, ModelConfig
 from deepspeech2.model.deepspeech2 import ctc_label_steps, output_steps
 from deepspeech2.vocab import Vocabulary
+
+
+DECODE_BLOCK = 1 << 20  # frames decoded at a time (about a minute at 16 kHz)
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,8 @@ class ValidationConfig:
     feature_config: FeatureConfig = FeatureConfig()  # the features the model sees: their window, hop and
     # sample rate (the audio is counted as make-shards resamples it) give the frames
     decode: bool = True  # decode every file fully (slower; catches truncated/corrupt data)
+    max_duration: float | None = MAX_DURATION  # longer lines are a warning: make-shards, compute-stats and
+    # training skip them (evaluation takes them); None: no warning
     num_workers: int = 4  # threads (soundfile releases the GIL)
 
 
@@ -137,14 +142,24 @@ def _check(line_no: int, raw: str, base: Path, cfg: ValidationConfig
             f"set duration to {frames / sr:.3f}, or, if the line is a part of the file, give its `offset` "
             "(0 for the start)")
     start, stop = audio_span(u, sr, frames)
+    if cfg.max_duration is not None and (stop - start) / sr > cfg.max_duration and not mismatch:
+        warnings.append(Problem(line_no, "duration", f"{(stop - start) / sr:.1f} s, over the {cfg.max_duration:g} s "
+                                "make-shards, compute-stats and training take (they skip it)",
+                                "cut the recording into utterances, or keep the line for evaluation only"))
     if cfg.decode and not problems:
         try:
+            decoded = audible = 0
             with sf.SoundFile(u.audio_filepath) as f:
                 f.seek(start)
-                data = f.read(stop - start, dtype="int16")
-            if len(data) == 0:
+                while decoded < stop - start:  # in blocks: an hour-long file isn't held in memory whole
+                    data = f.read(min(DECODE_BLOCK, stop - start - decoded), dtype="int16")
+                    if not len(data):
+                        break
+                    decoded += len(data)
+                    audible = audible or bool(np.any(data))
+            if decoded == 0:
                 add("audio_filepath", "no samples decoded", "re-convert the file")
-            elif not np.any(data):
+            elif not audible:
                 add("audio_filepath", "audio is all zeros (silence)", "check the recording or remove the line")
         except Exception as e:  # noqa: BLE001 - any decoder failure is a bad line, not a crash
             add("audio_filepath", f"decoding failed: {e}", "re-convert the file or remove the line")

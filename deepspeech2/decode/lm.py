@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepspeech2.fileio import atomic_path, atomic_write, write_json
+from deepspeech2.fileio import atomic_path, atomic_write, temp_prefix, write_json
 from deepspeech2.text import normalize
 
 logger = logging.getLogger(__name__)
@@ -182,7 +182,8 @@ def build_lm(config: LMConfig) -> LMResult:
             raise FileNotFoundError(f"`text_paths`: {path} does not exist")
     prefix = config.prefix
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{prefix.name}.", dir=prefix.parent) as tmp:
+    # Named as fileio's temps, so that the corpus a killed build leaves goes at the next write into the folder.
+    with tempfile.TemporaryDirectory(prefix=temp_prefix(prefix), dir=prefix.parent) as tmp:
         tmp = Path(tmp)
         corpus = tmp / "corpus.txt"
         counts, read, dropped = _write_corpus(config, corpus)
