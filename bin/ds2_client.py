@@ -5,9 +5,10 @@ r"""Transcribe WAV files on a TF Serving server (ds2-serve or tensorflow_model_s
     ds2-client --server localhost:8500 --manifest data/tiny/test.clean.jsonl --num_samples 3 --json out.json
 
 Uses the standard PredictionServiceStub: GetModelMetadata to find the `transcribe_wav` signature, then one
-Predict per file (sent concurrently, so ds2-serve batches them). WAV files must be at the model's sample
-rate (16 kHz); the server says so otherwise. Prints one `FILE<TAB>transcript` line per input, in order, as
-ds2-infer does; for manifest lines the reference follows on its own line. --nbest N (ds2-serve only) asks
+Predict per file (sent concurrently, so ds2-serve batches them; each file is read when it is sent, so long
+lists don't fill memory). WAV files must be at the model's sample rate (16 kHz); the server says so
+otherwise. Prints one `FILE<TAB>transcript` line per input, in order, as soon as it is ready, as ds2-infer
+does; for manifest lines the reference follows on its own line. --nbest N (ds2-serve only) asks
 for the beam decoder's N best hypotheses, printed as `  #k<TAB>score<TAB>text` lines. A file that fails gets
 `FILE<TAB>error: ...` and the others are still transcribed; the exit status is 1 if any input failed.
 """
@@ -35,10 +36,12 @@ def main(argv):
         config = ClientConfig(server=FLAGS.server, model_name=FLAGS.model_name, files=tuple(argv[1:]),
                               manifest=FLAGS.manifest or "", num_samples=FLAGS.num_samples, seed=FLAGS.seed,
                               nbest=FLAGS.nbest, timeout_seconds=FLAGS.timeout)
-        results = transcribe(config)
+        results = []
+        for result in transcribe(config):  # printed as they come
+            results.append(result)
+            print(format_results([result]), flush=True)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-client: error: {e}")
-    print(format_results(results))
     if FLAGS.json:
         write_json(FLAGS.json, results_json(config, results))
     sys.exit(1 if any(r.transcript is None for r in results) else 0)

@@ -14,10 +14,14 @@ at once, and the timeout only lets a batch fill while another is running). The n
 extra input `nbest` (an int) also gets the beam decoder's n-best (outputs nbest_transcripts, nbest_scores);
 the decoder is the one ds2-export recorded, unless decoder flags are given here (it decodes in the
 request's thread: --decode_workers doesn't apply). Streaming models also have stream_step: with the state
-in each request (as stock TF Serving serves it), or with the extra input `session_id` the server keeps the
-stream's state and answers its transcript so far (session_transcripts; the LM's on the final step); steps of
-concurrent streams are batched together. Binds 127.0.0.1 unless --host says otherwise. SIGTERM finishes the
-requests in flight, then exits.
+in each request (as stock TF Serving serves it), or in a session the server keeps (extra inputs `session_id`
+and `sequence`: an empty id opens one and the response names the id the server issued; a repeated `sequence`
+gets the stored answer), answering its transcript so far (session_transcripts; the LM's on the final step);
+steps of concurrent streams are batched together. A session carries at most --max_stream_seconds of audio
+(OUT_OF_RANGE past it) and all sessions together at most --max_stream_memory_mb (RESOURCE_EXHAUSTED). A
+request still queued at its deadline is dropped. Binds 127.0.0.1 unless --host says otherwise; the port has
+no authentication unless --ssl_config_file (TLS; client certificates with client_verify) or a proxy in front
+gives it (docs/operations.md). SIGTERM finishes the requests in flight, then exits.
 """
 
 import sys
@@ -31,7 +35,10 @@ except ImportError:  # python bin/ds2_serve.py
 
 flags.DEFINE_string("model_base_path", None, "The model's folder of versions (ds2-export's EXPORT_DIR/MODEL_NAME).")
 flags.DEFINE_string("model_name", "", "The name clients ask for; default: the base path's folder name.")
-flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).")
+flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0: every interface; the port has no "
+                    "authentication unless --ssl_config_file sets client_verify).")
+flags.DEFINE_string("ssl_config_file", "", "TF Serving's SSLConfig text file (server_key, server_cert, custom_ca, "
+                    "client_verify): serve TLS, and with client_verify accept only clients with a certificate.")
 flags.DEFINE_integer("port", 8500, "gRPC port; 0 picks a free one (see --port_file).")
 flags.DEFINE_string("port_file", "", "Write the port here once serving.")
 flags.DEFINE_bool("enable_batching", True, "Merge concurrent requests into one forward pass.")
@@ -50,6 +57,10 @@ flags.DEFINE_float("file_system_poll_wait_seconds", 1.0, "How often to look for 
 flags.DEFINE_float("grace_seconds", 30.0, "On SIGTERM, how long requests in flight may take to finish.")
 flags.DEFINE_integer("max_streams", 256, "Streaming sessions held at once; more: RESOURCE_EXHAUSTED.")
 flags.DEFINE_float("stream_idle_seconds", 60.0, "A streaming session unused this long is forgotten.")
+flags.DEFINE_float("max_stream_seconds", 60.0, "Most audio one streaming session may carry; a chunk past it is "
+                   "refused (OUT_OF_RANGE). It also bounds the final LM search of a stream.")
+flags.DEFINE_integer("max_stream_memory_mb", 1024, "Most memory the streaming sessions' states and log-probs may "
+                     "take together; a new session or step past it is refused (RESOURCE_EXHAUSTED).")
 _decoding.define_flags(kind="beam")
 flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
 flags.mark_flags_as_required(["model_base_path"])
@@ -81,7 +92,10 @@ def main(argv):
                              max_concurrent_requests=FLAGS.max_concurrent_requests,
                              poll_seconds=FLAGS.file_system_poll_wait_seconds, decoder=decoder,
                              grace_seconds=FLAGS.grace_seconds, max_streams=FLAGS.max_streams,
-                             stream_idle_seconds=FLAGS.stream_idle_seconds)
+                             stream_idle_seconds=FLAGS.stream_idle_seconds,
+                             max_stream_seconds=FLAGS.max_stream_seconds,
+                             max_stream_memory_bytes=FLAGS.max_stream_memory_mb << 20,
+                             ssl_config_file=FLAGS.ssl_config_file)
         serve(config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-serve: error: {e}")

@@ -85,11 +85,12 @@ class ExportConfig:
 
 
 def versions(base_path: str | os.PathLike) -> list[int]:
-    """The versions under a model base path: its sub-folders named by an integer, ascending."""
+    """The versions under a model base path: its sub-folders named by ASCII digits, ascending ("²".isdigit() is
+    true, but int("²") fails and TF Serving doesn't take it either)."""
     base_path = Path(base_path)
     if not base_path.is_dir():
         return []
-    return sorted(int(p.name) for p in base_path.iterdir() if p.is_dir() and p.name.isdigit())
+    return sorted(int(p.name) for p in base_path.iterdir() if re.fullmatch(r"[0-9]+", p.name) and p.is_dir())
 
 
 def min_samples(bundle: Bundle) -> int:

@@ -2,8 +2,10 @@
 
     batching.py    `BatchingConfig`, `Batcher`: Batch Dispatch (DS2 §7.1), TF Serving's batching knobs
     servable.py    `Servable`: one loaded version (SavedModel only, no model code), request checks, n-best
+    streaming.py   `StreamSession`, `SessionStore`: streaming sessions kept by the server (ids, limits)
     server.py      `ServeConfig`, `start`, `serve`: PredictionService + ModelService, version polling, SIGTERM
-    client.py      `ClientConfig`, `transcribe`: WAV files -> transcripts through PredictionServiceStub
+    client.py      `ClientConfig`, `transcribe`: WAV files -> transcripts through PredictionServiceStub;
+                   `stream`: a waveform through a ds2-serve streaming session
     loadtest.py    `LoadTestConfig`, `load_test`: N concurrent streams, latency percentiles, batch sizes
     models.config, batching_parameters.txt   the same model and batching for stock tensorflow_model_server
 

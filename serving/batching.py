@@ -28,7 +28,8 @@ A request's rows stay together (it is never split); one larger than max_batch_si
 own. Rows are padded with zeros to the batch's longest and the outputs cut back per request, so a request
 gets exactly what it would get alone. Requests for different servables (model versions) never share a
 batch. If a merged batch fails, each of its requests is run alone, so one bad request can't fail the
-others.
+others. A request whose future was cancelled, or whose deadline has passed, is dropped from the queue
+unrun (its future fails with `Expired`): a client that gave up costs no forward pass.
 """
 
 from __future__ import annotations
@@ -120,6 +121,10 @@ class QueueFull(Exception):
     """The batch queue is full: the request is refused (RESOURCE_EXHAUSTED)."""
 
 
+class Expired(Exception):
+    """The request's deadline passed while it waited in the queue: it was dropped unrun (DEADLINE_EXCEEDED)."""
+
+
 @dataclass
 class _Item:
     key: object  # what runs it (a servable); only items with the same key share a batch
@@ -128,6 +133,7 @@ class _Item:
     future: Future
     enqueued: float  # time.monotonic()
     extras: dict = None  # more per-row inputs (name -> array with rows on axis 0), passed to `run` by name
+    deadline: float | None = None  # time.monotonic() after which nobody waits for it; None: no deadline
 
     @property
     def rows(self) -> int:
@@ -207,17 +213,19 @@ class Batcher:
         for t in self._threads:
             t.start()
 
-    def submit(self, key, waveforms: np.ndarray, lengths: np.ndarray, extras: dict | None = None) -> Future:
+    def submit(self, key, waveforms: np.ndarray, lengths: np.ndarray, extras: dict | None = None,
+               deadline: float | None = None) -> Future:
         """Queue one request's rows; the future gives its `BatchResult` (or the run's exception). `extras` are
         more per-row inputs (name -> array, rows on axis 0), concatenated and passed to `run` by name; requests
-        under one `key` must all give the same names.
+        under one `key` must all give the same names. A request still queued at `deadline` (time.monotonic()),
+        or whose future is cancelled, is dropped unrun; the future then fails with `Expired` (or is cancelled).
 
         Raises:
             QueueFull: the queue holds `max_enqueued_batches` batches' worth of rows already.
             RuntimeError: the batcher is closed.
         """
         item = _Item(key, np.asarray(waveforms, np.float32), np.asarray(lengths, np.int32), Future(),
-                     time.monotonic(), extras)
+                     time.monotonic(), extras, deadline)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is shutting down")
@@ -251,6 +259,7 @@ class Batcher:
         max_rows = self.config.max_batch_size
         timeout = self.config.batch_timeout_micros / 1e6
         while True:
+            self._drop_dead()
             if not self._queue:
                 if self._closed:
                     return None
@@ -261,20 +270,44 @@ class Batcher:
             wait = first.enqueued + timeout - time.monotonic()
             idle = not self._running and not self.config.wait_when_idle
             if ready_rows >= max_rows or wait <= 0 or idle or self._closed or self._flushing:
-                break
-            self._cond.wait(wait)
-        batch, rows, rest = [], 0, collections.deque()
-        while self._queue:
-            item = self._queue.popleft()
-            if item.key is first.key and (not batch or rows + item.rows <= max_rows):
-                batch.append(item)
-                rows += item.rows
+                batch, rows, rest = [], 0, collections.deque()
+                while self._queue:
+                    item = self._queue.popleft()
+                    if item.key is first.key and (not batch or rows + item.rows <= max_rows):
+                        self._queued_rows -= item.rows
+                        if item.future.set_running_or_notify_cancel():  # False: cancelled since _drop_dead
+                            batch.append(item)
+                            rows += item.rows
+                    else:
+                        rest.append(item)
+                self._queue = rest
+                if batch:
+                    self._running += 1
+                    return batch
+                continue
+            expiring = self._next_deadline()
+            self._cond.wait(wait if expiring is None else min(wait, expiring))
+
+    def _drop_dead(self) -> None:
+        """Under the lock: take out of the queue the requests nobody waits for (cancelled, or past their deadline)."""
+        now = time.monotonic()
+        if not any(i.future.cancelled() or (i.deadline is not None and now >= i.deadline) for i in self._queue):
+            return
+        keep = collections.deque()
+        for item in self._queue:
+            if item.future.cancelled() or (item.deadline is not None and now >= item.deadline):
+                self._queued_rows -= item.rows
+                if item.future.set_running_or_notify_cancel():
+                    item.future.set_exception(Expired(f"the deadline passed after {now - item.enqueued:.3f} s in "
+                                                      "the batch queue; the request was not run"))
             else:
-                rest.append(item)
-        self._queue = rest
-        self._queued_rows -= rows
-        self._running += 1
-        return batch
+                keep.append(item)
+        self._queue = keep
+
+    def _next_deadline(self) -> float | None:
+        """Seconds until the first queued deadline (None: none), so a waiting thread wakes to drop it."""
+        deadlines = [i.deadline for i in self._queue if i.deadline is not None]
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def _loop(self) -> None:
         while True:

@@ -1,17 +1,25 @@
 """A TF Serving client for ds2 models: WAV files -> transcripts through the standard PredictionServiceStub.
 
-Nothing here is specific to ds2-serve: it speaks TF Serving's API (GetModelMetadata to check the
+`transcribe` is not specific to ds2-serve: it speaks TF Serving's API (GetModelMetadata to check the
 `transcribe_wav` signature is there, then one Predict per file), so it works against stock
 `tensorflow_model_server` as well. Files are sent as they are (the server decodes them in its graph, at the
 model's sample rate); manifest segments (lines with an offset) are cut out and sent as WAV bytes at their
-file's rate. Requests go out concurrently, so ds2-serve can batch them.
+file's rate. Requests go out concurrently (`max_in_flight`), so ds2-serve can batch them; each file is read
+when its request goes out, so at most `max_in_flight` files are in memory, and results come in input order
+as they are ready.
+
+`stream` runs one waveform through a ds2-serve streaming session (stream_step with `session_id` and
+`sequence`): the first request has an empty `session_id` and `sequence` 0 and opens the session; its
+response's output `session_id` is the id the server issued, sent with `sequence` 1, 2, ... in the next
+steps. A step whose answer didn't arrive (DEADLINE_EXCEEDED, UNAVAILABLE) is sent again with the same number:
+the server answers a repeat from the stored result, so a chunk is never applied twice.
 """
 
 from __future__ import annotations
 
 import io
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +30,9 @@ import soundfile as sf
 import tensorflow as tf
 from tensorflow_serving.apis import get_model_metadata_pb2, predict_pb2, prediction_service_pb2_grpc
 
-from deepspeech2_export import TRANSCRIBE_WAV, TRANSCRIPTS, WAV
-from deepspeech2_serving.servable import NBEST, NBEST_SCORES, NBEST_TRANSCRIPTS
+from deepspeech2_export import FINAL, LENGTHS, STREAM_STEP, TRANSCRIBE_WAV, TRANSCRIPTS, WAV, WAVEFORMS
+from deepspeech2_serving.servable import (NBEST, NBEST_SCORES, NBEST_TRANSCRIPTS, SEQUENCE, SESSION_ID,
+                                          SESSION_TRANSCRIPTS)
 
 MAX_MESSAGE_BYTES = 32 << 20  # as ds2-serve's default
 
@@ -91,6 +100,61 @@ def wav_request(model_name: str, data: bytes, nbest: int = 0) -> predict_pb2.Pre
     return predict_request(model_name, TRANSCRIBE_WAV, {WAV: np.array([data], dtype=object)}, nbest)
 
 
+def stream_request(model_name: str, chunk: np.ndarray, final: bool, session_id: str = "", sequence: int = 0
+                   ) -> predict_pb2.PredictRequest:
+    """One step of a ds2-serve streaming session: `chunk` float32 (samples,); `session_id` "" with `sequence` 0
+    opens a session."""
+    chunk = np.asarray(chunk, np.float32).reshape(1, -1)
+    request = predict_request(model_name, STREAM_STEP, {WAVEFORMS: chunk, LENGTHS: np.array([chunk.shape[1]],
+                                                                                             np.int32),
+                                                        FINAL: np.array([bool(final)])})
+    request.inputs[SESSION_ID].CopyFrom(tf.make_tensor_proto(np.array([session_id.encode()], dtype=object)))
+    request.inputs[SEQUENCE].CopyFrom(tf.make_tensor_proto(np.array([sequence], np.int64)))
+    return request
+
+
+@dataclass(frozen=True)
+class StreamResult:
+    """What a stream through a ds2-serve session gave."""
+
+    session_id: str  # the id the server issued
+    partials: tuple[str, ...]  # the transcript so far after each step but the last
+    text: str  # the final transcript (the server's LM beam search, when it has an LM)
+    batch_sizes: tuple[int, ...]  # streams in the forward pass each step rode in
+    retries: int  # steps sent again after a lost answer
+
+
+RETRIED = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)  # the answer may be lost: send again
+
+
+def stream(stub, model_name: str, waveform: np.ndarray, chunk_samples: int = 1600, timeout: float = 60.0,
+           retries: int = 2) -> StreamResult:
+    """Stream `waveform` (float32 (samples,), at the model's rate) through a new ds2-serve session, `chunk_samples`
+    per step, one step after the other; a step that timed out or found the server unavailable is sent again (same
+    `sequence`) up to `retries` times (a retried opening step may leave an unused session on the server, until
+    it is forgotten).
+
+    Raises:
+        grpc.RpcError: a step failed (after its retries).
+    """
+    pieces = [waveform[i:i + chunk_samples] for i in range(0, len(waveform), chunk_samples)] or [waveform[:0]]
+    session, partials, sizes, retried = "", [], [], 0
+    for k, piece in enumerate(pieces):
+        for attempt in range(retries + 1):
+            try:
+                response, call = stub.Predict.with_call(stream_request(model_name, piece, k == len(pieces) - 1,
+                                                                       session, k), timeout=timeout)
+                break
+            except grpc.RpcError as e:
+                if e.code() not in RETRIED or attempt == retries:
+                    raise
+                retried += 1
+        session = tf.make_ndarray(response.outputs[SESSION_ID])[0].decode()
+        partials.append(tf.make_ndarray(response.outputs[SESSION_TRANSCRIPTS])[0].decode("utf-8"))
+        sizes.append(int(dict(call.trailing_metadata() or ()).get("ds2-batch-size", 0)))
+    return StreamResult(session, tuple(partials[:-1]), partials[-1], tuple(sizes), retried)
+
+
 def channel(server: str, max_message_bytes: int = MAX_MESSAGE_BYTES) -> grpc.Channel:
     return grpc.insecure_channel(server, options=[("grpc.max_receive_message_length", max_message_bytes),
                                                   ("grpc.max_send_message_length", max_message_bytes)])
@@ -106,16 +170,10 @@ def signatures(stub, model_name: str, timeout: float = 30.0) -> dict:
     return dict(defs.signature_def)
 
 
-def _inputs(config: ClientConfig) -> list[tuple[str, str | None, object]]:
-    """(source, reference, bytes or the exception reading it) per input, in order."""
+def _inputs(config: ClientConfig) -> list[tuple[str, str | None, Callable[[], bytes]]]:
+    """(source, reference, read: () -> the bytes to send) per input, in order; nothing is read yet."""
     if config.files:
-        out = []
-        for path in config.files:
-            try:
-                out.append((str(path), None, Path(path).read_bytes()))
-            except OSError as e:
-                out.append((str(path), None, e))
-        return out
+        return [(str(path), None, Path(path).read_bytes) for path in config.files]
     from deepspeech2.audio import audio_info
     from deepspeech2.data.manifest import load_utterance, read_manifest
 
@@ -123,23 +181,20 @@ def _inputs(config: ClientConfig) -> list[tuple[str, str | None, object]]:
     if 0 < config.num_samples < len(utterances):
         keep = np.random.default_rng(config.seed).choice(len(utterances), config.num_samples, replace=False)
         utterances = [utterances[i] for i in sorted(keep)]
-    out = []
-    for u in utterances:
-        try:
-            if u.is_segment:  # send only the segment, at its file's own rate
-                data = wav_bytes(load_utterance(u, sample_rate=None), audio_info(u.audio_filepath)[0])
-            else:
-                data = Path(u.audio_filepath).read_bytes()
-        except (OSError, ValueError) as e:
-            data = e
-        out.append((u.audio_filepath, u.text, data))
-    return out
+
+    def reader(u) -> Callable[[], bytes]:
+        if u.is_segment:  # send only the segment, at its file's own rate
+            return lambda: wav_bytes(load_utterance(u, sample_rate=None), audio_info(u.audio_filepath)[0])
+        return Path(u.audio_filepath).read_bytes
+
+    return [(u.audio_filepath, u.text, reader(u)) for u in utterances]
 
 
-def transcribe(config: ClientConfig) -> list[ClientResult]:
-    """Transcribe the inputs on the server, one Predict each, concurrently; results in input order.
+def transcribe(config: ClientConfig) -> Iterator[ClientResult]:
+    """Transcribe the inputs on the server, one Predict each, `max_in_flight` at a time; each file is read when
+    its request goes out. Yields the results in input order, as they are ready.
 
-    Raises:
+    Raises (when the iteration starts):
         FileNotFoundError: the manifest is missing.
         ValueError: the server can't be reached, doesn't serve the model, or lacks `transcribe_wav`.
     """
@@ -156,9 +211,11 @@ def transcribe(config: ClientConfig) -> list[ClientResult]:
                              f"(it has {sorted(found)}); export it with ds2-export")
 
         def one(item) -> ClientResult:
-            source, reference, data = item
-            if isinstance(data, Exception):
-                return ClientResult(source, None, f"can't read the audio: {data}", reference)
+            source, reference, read = item
+            try:
+                data = read()
+            except (OSError, ValueError) as e:
+                return ClientResult(source, None, f"can't read the audio: {e}", reference)
             start = time.perf_counter()
             try:
                 response = stub.Predict(wav_request(config.model_name, data, config.nbest),
@@ -176,7 +233,7 @@ def transcribe(config: ClientConfig) -> list[ClientResult]:
             return ClientResult(source, text, None, reference, nbest, latency, response.model_spec.version.value)
 
         with ThreadPoolExecutor(config.max_in_flight) as pool:
-            return list(pool.map(one, inputs))
+            yield from pool.map(one, inputs)  # tasks hold a reader, not the bytes
 
 
 def format_results(results: Sequence[ClientResult]) -> str:

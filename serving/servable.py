@@ -4,6 +4,8 @@ Loading takes the SavedModel alone (`tf.saved_model.load`) and the files of its 
 code is imported, so a server runs any export without this project's Keras layers. The request checks
 live here too: each request is checked on its own, before it can join a batch, so a bad request is
 answered INVALID_ARGUMENT with the reason and never fails the requests it would have been batched with.
+Every input, the options included, goes through one check (`Servable._tensor`): its dtype, a shape its
+values agree with, and a size within the message limit, before it is read as an array.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import re
 import threading
 from pathlib import Path
@@ -36,14 +39,23 @@ NBEST = "nbest"
 NBEST_TRANSCRIPTS = "nbest_transcripts"  # string (batch, nbest), best first; "" where fewer were found
 NBEST_SCORES = "nbest_scores"  # float32 (batch, nbest): DS2 eq. 12's Q(y) = log p_ctc + alpha log p_lm + beta words
 INIT_OP_SIGNATURE = "__saved_model_init_op"  # not a serving signature
-# Streaming sessions (ds2-serve only; stock TF Serving rejects the extra input): a stream_step request with the
-# string input `session_id` (one id, batch 1) instead of `state` has the server keep the stream's state. The
-# response then holds `session_transcripts` (string [1]): the stream's transcript so far (greedy), and with
-# `final` the finished one (the server's beam decoder with its LM, when it has an LM; else greedy). A final
-# step ends the session; an id unused for `stream_idle_seconds` is forgotten.
+# Streaming sessions (ds2-serve only; stock TF Serving rejects the extra inputs): a stream_step request with the
+# string input `session_id` and the int input `sequence` (one value each, batch 1) instead of `state` has the
+# server keep the stream's state. An empty `session_id` with `sequence` 0 opens a session: the server issues its
+# id (128 random bits as 32 hex digits), returned in the output `session_id` of every step's response; the
+# following steps send that id with `sequence` 1, 2, ... Repeating the last number gets the stored answer again
+# (a retry is never applied twice); another number is FAILED_PRECONDITION; an id the server did not issue (or
+# has forgotten) is NOT_FOUND. The response holds `session_transcripts` (string [1]): the stream's transcript
+# so far (greedy), and with `final` the finished one (the server's beam decoder with its LM, when it has an LM;
+# else greedy). A final step ends the session; an id unused for `stream_idle_seconds` is forgotten.
 SESSION_ID = "session_id"
+SEQUENCE = "sequence"
 SESSION_TRANSCRIPTS = "session_transcripts"
-MAX_SESSION_ID_CHARS = 128
+SESSION_ID_HEX = re.compile(r"[0-9a-f]{32}")
+MAX_TENSOR_BYTES = 32 << 20  # an input may not decode to more than this (ds2-serve passes its message limit)
+_VALUE_FIELDS = {types_pb2.DT_FLOAT: "float_val", types_pb2.DT_INT32: "int_val", types_pb2.DT_INT64: "int64_val",
+                 types_pb2.DT_BOOL: "bool_val", types_pb2.DT_STRING: "string_val"}  # the dtypes requests use
+_INTS = (types_pb2.DT_INT32, types_pb2.DT_INT64)
 
 
 class RequestError(Exception):
@@ -88,7 +100,8 @@ class Work:
     nbest: int  # 0: no server-side beam search
     state: np.ndarray | None = None  # stream_step: float32 (rows, state_size); None in a session (the server's)
     final: np.ndarray | None = None  # stream_step: bool (rows,)
-    session: str = ""  # stream_step: the session id ("": stateless, the state travels in the request)
+    session: str | None = None  # stream_step in a session: its id ("": open one); None: the state is in the request
+    sequence: int = 0  # stream_step in a session: the step's number (0 opens the session)
 
 
 def signature_defs(version_dir: Path) -> dict[str, meta_graph_pb2.SignatureDef]:
@@ -102,13 +115,16 @@ def signature_defs(version_dir: Path) -> dict[str, meta_graph_pb2.SignatureDef]:
 class Servable:
     """A loaded version: `run` for merged batches, `check` for single requests, `nbest` for the beam search."""
 
-    def __init__(self, version_dir: str | Path, model_name: str, decoder: DecoderConfig | None = None):
+    def __init__(self, version_dir: str | Path, model_name: str, decoder: DecoderConfig | None = None,
+                 max_tensor_bytes: int = MAX_TENSOR_BYTES):
         """
         Args:
             version_dir: `<model base path>/<version>`, written by ds2-export.
             model_name: the name clients use.
             decoder: the beam decoder for n-best requests; None: the export's own (assets.extra/
                 decoder_config.json), else a beam search without LM; kind "greedy": no n-best.
+            max_tensor_bytes: the most an input may decode to (a TensorProto can ask for a large shape filled
+                from one value).
 
         Raises:
             FileNotFoundError: not an export (no saved_model.pb or assets.extra/export.json), or the
@@ -117,6 +133,7 @@ class Servable:
         """
         self.path = Path(version_dir)
         self.name = model_name
+        self.max_tensor_bytes = max_tensor_bytes
         self.version = int(self.path.name)
         extra = self.path / ASSETS_EXTRA
         for needed in (self.path / "saved_model.pb", extra / EXPORT_INFO):
@@ -226,19 +243,26 @@ class Servable:
                           f"{sorted(self.signature_defs)}")
         sig = self.signature_defs[signature]
         given, expected = set(request.inputs), set(sig.inputs)
-        option = SESSION_ID if signature == STREAM_STEP else NBEST
+        options = {SESSION_ID, SEQUENCE} if signature == STREAM_STEP else {NBEST}
+        if given - expected - options:
+            named = ", ".join(f"`{o}`" for o in sorted(options))
+            raise invalid(f"unknown input(s) {sorted(given - expected - options)} for signature {signature!r}; it "
+                          f"takes {sorted(expected)} (and the option(s) {named})")
+        arrays = {}
+        for key in sorted(given):  # every input through the one check, before any rule between inputs
+            if key in expected:
+                arrays[key] = self._input(request.inputs[key], key, sig.inputs[key])
+            else:
+                arrays[key] = self._tensor(request.inputs[key], key, (types_pb2.DT_STRING,) if key == SESSION_ID
+                                           else _INTS)
         if signature == STREAM_STEP and SESSION_ID in given:
             expected = expected - {STATE}  # the server keeps the session's state
         if expected - given:
             raise invalid(f"signature {signature!r} needs the input(s) {sorted(expected - given)}; got "
                           f"{sorted(given)}")
-        if given - expected - {option}:
-            raise invalid(f"unknown input(s) {sorted(given - expected - {option})} for signature {signature!r}; it "
-                          f"takes {sorted(expected)} (and the option `{option}`)")
-        arrays = {key: self._array(request.inputs[key], key, sig.inputs[key]) for key in expected}
         if signature == STREAM_STEP:
-            return self._check_stream(arrays, request.inputs[SESSION_ID] if SESSION_ID in given else None)
-        nbest = self._nbest(request.inputs[NBEST]) if NBEST in given else 0
+            return self._check_stream(arrays)
+        nbest = self._nbest(arrays[NBEST]) if NBEST in given else 0
         if signature == TRANSCRIBE_WAV:
             waveforms, lengths = self._decode(arrays[WAV])
         else:
@@ -258,14 +282,45 @@ class Servable:
         return Work(signature, np.ascontiguousarray(waveforms[:, :longest], np.float32), lengths.astype(np.int32),
                     nbest)
 
-    def _array(self, proto, key: str, info) -> np.ndarray:
-        if proto.dtype != info.dtype:
-            raise invalid(f"input `{key}` must be {types_pb2.DataType.Name(info.dtype)}, got "
+    def _tensor(self, proto, key: str, dtypes: tuple[int, ...]) -> np.ndarray:
+        """The one check every input goes through: its dtype, a shape its values agree with, a size within
+        `max_tensor_bytes`; then the array.
+
+        TensorFlow reads a shape with fewer values than elements by repeating the last one (as
+        `tf.make_tensor_proto(0.0, shape=...)` writes), and so does this; more values than elements, tensor_content
+        of the wrong length or a negative dimension are refused.
+
+        Raises:
+            RequestError: INVALID_ARGUMENT naming the input.
+        """
+        if proto.dtype not in dtypes:
+            raise invalid(f"input `{key}` must be {' or '.join(types_pb2.DataType.Name(d) for d in dtypes)}, got "
                           f"{types_pb2.DataType.Name(proto.dtype)}")
+        dims = [d.size for d in proto.tensor_shape.dim]
+        if proto.tensor_shape.unknown_rank or any(d < 0 for d in dims):
+            raise invalid(f"input `{key}` has no valid shape ({dims}, unknown_rank "
+                          f"{proto.tensor_shape.unknown_rank}): give every dimension's size")
+        count = math.prod(dims)
+        itemsize = 8 if proto.dtype == types_pb2.DT_STRING else tf.as_dtype(proto.dtype).size
+        if count * itemsize > self.max_tensor_bytes:
+            raise invalid(f"input `{key}` of shape {dims} would take {count * itemsize} bytes, over the "
+                          f"{self.max_tensor_bytes} bytes an input may have")
+        if proto.tensor_content:
+            if proto.dtype == types_pb2.DT_STRING or len(proto.tensor_content) != count * itemsize:
+                raise invalid(f"input `{key}`: shape {dims} holds {count * itemsize} bytes, its tensor_content has "
+                              f"{len(proto.tensor_content)}")
+        else:
+            values = len(getattr(proto, _VALUE_FIELDS[proto.dtype]))
+            if values > count:
+                raise invalid(f"input `{key}`: shape {dims} holds {count} value(s), the proto has {values}")
         try:
-            array = tf.make_ndarray(proto)
-        except Exception as e:  # a malformed TensorProto (content and shape disagree, ...)
+            return tf.make_ndarray(proto)
+        except Exception as e:  # what the checks above don't foresee: still the client's proto
             raise invalid(f"input `{key}` is not a readable tensor: {e}") from None
+
+    def _input(self, proto, key: str, info) -> np.ndarray:
+        """A signature input: `_tensor`, then its rank and a batch that isn't empty."""
+        array = self._tensor(proto, key, (info.dtype,))
         rank = len(info.tensor_shape.dim)
         if array.ndim != rank:
             shape = ("[batch, state_size]" if key == STATE else "[batch, samples]") if rank == 2 else "[batch]"
@@ -274,7 +329,7 @@ class Servable:
             raise invalid(f"input `{key}` holds no audio (a batch of 0)")
         return array
 
-    def _check_stream(self, arrays: dict, session_proto) -> Work:
+    def _check_stream(self, arrays: dict) -> Work:
         waveforms, lengths, final = arrays[WAVEFORMS], arrays[LENGTHS].astype(np.int32), arrays[FINAL].astype(bool)
         rows = waveforms.shape[0]
         state = arrays.get(STATE)
@@ -292,43 +347,54 @@ class Servable:
         if long.size:
             raise invalid(f"`{LENGTHS}`[{long[0]}]: a chunk of {lengths[long[0]] / self.sample_rate:.2f} s is over the "
                           f"{self.seconds_limit:g} s limit of this export")
-        session = ""
+        session, sequence = None, 0
+        if state is not None and SESSION_ID in arrays:
+            raise invalid(f"give `{STATE}` (the client keeps the stream's state) or `{SESSION_ID}` (the server keeps "
+                          "it), not both")
         if state is not None:
             if state.shape[1] != self.state_size:
                 raise invalid(f"`{STATE}` must be [batch, {self.state_size}] for this model (version {self.version}), "
                               f"got {list(state.shape)}; start a stream with zeros of that size")
             if not np.all(np.isfinite(state)):
                 raise invalid(f"`{STATE}` holds NaN or Inf")
+            if SEQUENCE in arrays:
+                raise invalid(f"`{SEQUENCE}` numbers the steps of a session: send it with `{SESSION_ID}` (and without "
+                              f"`{STATE}`)")
         else:
-            session = self._session_id(session_proto)
+            session = self._session_id(arrays[SESSION_ID])
+            if SEQUENCE not in arrays:
+                raise invalid(f"a request with `{SESSION_ID}` needs `{SEQUENCE}`: 0 to open a session, then 1, 2, ...")
+            sequence = self._sequence(arrays[SEQUENCE])
+            if not session and sequence != 0:
+                raise invalid(f"`{SEQUENCE}` must be 0 to open a session (an empty `{SESSION_ID}`), got {sequence}")
             if rows != 1:
                 raise invalid(f"a request with `{SESSION_ID}` carries one stream (batch 1), got {rows} rows")
         longest = int(lengths.max())
         return Work(STREAM_STEP, np.ascontiguousarray(waveforms[:, :longest], np.float32), lengths, 0,
-                    state=None if state is None else state.astype(np.float32), final=final, session=session)
+                    state=None if state is None else state.astype(np.float32), final=final, session=session,
+                    sequence=sequence)
 
     @staticmethod
-    def _session_id(proto) -> str:
-        if proto.dtype != types_pb2.DT_STRING:
-            raise invalid(f"`{SESSION_ID}` must be DT_STRING, got {types_pb2.DataType.Name(proto.dtype)}")
-        value = tf.make_ndarray(proto).reshape(-1)
-        if value.size != 1:
-            raise invalid(f"`{SESSION_ID}` must be one string, got {value.size}")
-        try:
-            text = value[0].decode("utf-8")
-        except UnicodeDecodeError:
-            raise invalid(f"`{SESSION_ID}` must be UTF-8 text") from None
-        if not 1 <= len(text) <= MAX_SESSION_ID_CHARS or not text.isprintable():
-            raise invalid(f"`{SESSION_ID}` must be 1 to {MAX_SESSION_ID_CHARS} printable characters, got {text!r}")
+    def _session_id(value: np.ndarray) -> str:
+        value = value.reshape(-1)
+        text = value[0].decode("utf-8", "replace") if value.size == 1 else None
+        if text is None or not (text == "" or SESSION_ID_HEX.fullmatch(text)):
+            shown = f"{value.size} strings" if text is None else repr(text[:40])
+            raise invalid(f"`{SESSION_ID}` must be one string: empty (to open a session) or the id this server issued "
+                          f"for it (32 hex digits), got {shown}")
         return text
 
-    def _nbest(self, proto) -> int:
+    @staticmethod
+    def _sequence(value: np.ndarray) -> int:
+        if value.size != 1 or int(value.reshape(-1)[0]) < 0:
+            raise invalid(f"`{SEQUENCE}` must be one integer >= 0 (the step's number in its session), got "
+                          f"{value.tolist()}")
+        return int(value.reshape(-1)[0])
+
+    def _nbest(self, value: np.ndarray) -> int:
         if self.decoder is None:
             raise invalid(f"`{NBEST}` asks for server-side beam search, but this server runs none (started with "
                           "--decoder greedy)")
-        if proto.dtype not in (types_pb2.DT_INT32, types_pb2.DT_INT64):
-            raise invalid(f"`{NBEST}` must be DT_INT32 or DT_INT64, got {types_pb2.DataType.Name(proto.dtype)}")
-        value = tf.make_ndarray(proto)
         beam = self.decoder.config.beam_size
         if value.size != 1 or not 1 <= int(value.reshape(-1)[0]) <= beam:
             raise invalid(f"`{NBEST}` must be one integer in [1, {beam}] (the beam size), got {value.tolist()}")

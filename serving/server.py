@@ -6,23 +6,40 @@ Any TF Serving client works against it unchanged: the services and messages are 
     Predict            serving_default / transcribe_wav, batched with other requests (DS2 §7.1); the
                        request option `nbest` adds the beam decoder's n-best (see `servable.NBEST`);
                        stream_step (streaming models) with the state in the request, or in a session the
-                       server keeps (`servable.SESSION_ID`), steps of concurrent streams batched together
+                       server keeps (below), steps of concurrent streams batched together
     GetModelMetadata   the signature_def map of the served version, as TF Serving returns it
-    GetModelStatus     the versions this server has loaded: the served one AVAILABLE, replaced ones END
+    GetModelStatus     the versions this server has loaded: the served one AVAILABLE, replaced or failed ones END
+
+Streaming sessions (ds2-serve only): a stream_step request with the inputs `session_id` (string [1]) and
+`sequence` (int [1]) instead of `state`. The client opens a session with an empty `session_id` and
+`sequence` 0 (the request carries the first chunk, possibly empty); the response's output `session_id` is
+the id the server issued (128 random bits, 32 hex digits), which the next steps send with `sequence` 1, 2,
+... A step that repeats the last number is answered from the stored result (a retry after a lost answer is
+never applied twice), another number is FAILED_PRECONDITION, an id the server didn't issue or has forgotten
+is NOT_FOUND. A step is taken only if it finished before the client's deadline and the client still waits:
+otherwise the session stays where it was and the same step can be sent again. A session carries at most
+`max_stream_seconds` of audio (a chunk past it: OUT_OF_RANGE, not taken; the stream can still end), at most
+`max_streams` are open and their states and log-probs together hold at most `max_stream_memory_bytes`
+(RESOURCE_EXHAUSTED beyond; a final step is always taken). The ids are capabilities, not authentication.
 
 It serves the newest version under the model base path and polls the folder (TF Serving's
 `--file_system_poll_wait_seconds`): a newer version is loaded and warmed up (its
 assets.extra/tf_serving_warmup_requests) while the old one keeps serving, then swapped in; one that fails
-to load is logged and the old one stays. Requests that name a version get that version or
-INVALID_ARGUMENT (only the newest is kept loaded, TF Serving's default policy).
+to load is logged once and the old one stays, and it is tried again on a poll once its folder's files
+changed (a copy still in progress) or every `RETRY_SECONDS`. Only folders named by ASCII digits are
+versions. Requests that name a version get that version or INVALID_ARGUMENT (only the newest is kept
+loaded, TF Serving's default policy).
 
-Limits: it binds 127.0.0.1 unless told otherwise; messages over `max_message_bytes` are refused by gRPC
-(RESOURCE_EXHAUSTED); at most `max_concurrent_requests` requests are handled at once and the batch queue
-is bounded, and both answer RESOURCE_EXHAUSTED at once when full. Bad requests get INVALID_ARGUMENT with
-the reason (unknown model, version or signature, wrong dtype or rank, NaN/Inf, empty or over-long audio,
-bytes that aren't a WAV, a wrong sample rate). Unknown model names and versions are INVALID_ARGUMENT here,
-where TF Serving says NOT_FOUND. SIGTERM (or SIGINT) stops taking requests and finishes the ones in flight
-(up to `grace_seconds`) before the process exits.
+Limits: it binds 127.0.0.1 unless told otherwise, and the port has no authentication unless
+`ssl_config_file` (TF Serving's SSLConfig: TLS, and client certificates with `client_verify`) or a proxy
+in front provides it (docs/operations.md); messages over `max_message_bytes` are refused
+by gRPC (RESOURCE_EXHAUSTED); at most `max_concurrent_requests` requests are handled at once and the batch
+queue is bounded, and both answer RESOURCE_EXHAUSTED at once when full. A request still queued when its
+deadline passes is dropped unrun (DEADLINE_EXCEEDED). Bad requests get INVALID_ARGUMENT with the reason
+(unknown model, version or signature, a malformed tensor, wrong dtype or rank, NaN/Inf, empty or over-long
+audio, bytes that aren't a WAV, a wrong sample rate). Unknown model names and versions are INVALID_ARGUMENT
+here, where TF Serving says NOT_FOUND. SIGTERM (or SIGINT) stops taking requests and finishes the ones in
+flight (up to `grace_seconds`) before the process exits.
 
 Each response carries gRPC trailing metadata that standard clients ignore: `ds2-batch-size` (rows in the
 forward pass it rode in), `ds2-queue-ms` and `ds2-run-ms`; serving/loadtest.py reads them.
@@ -32,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -42,22 +60,25 @@ from pathlib import Path
 import grpc
 import numpy as np
 import tensorflow as tf
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory, text_format
 from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_pb2, model_service_pb2_grpc,
                                      predict_pb2, prediction_service_pb2_grpc)
 
 from deepspeech2.decode import DecoderConfig
 from deepspeech2.fileio import atomic_write
 from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE, STREAM_STEP
-from deepspeech2_serving.batching import Batcher, BatchingConfig, BatchResult, QueueFull
-from deepspeech2_serving.servable import (NBEST_SCORES, NBEST_TRANSCRIPTS, OUTPUT_TIME_KEYS, SESSION_TRANSCRIPTS,
-                                          RequestError, Servable, Work, invalid, tf_error_message)
-from deepspeech2_serving.streaming import IDLE_SECONDS, MAX_STREAMS, SessionStore
+from deepspeech2_serving.batching import Batcher, BatchingConfig, BatchResult, Expired, QueueFull
+from deepspeech2_serving.servable import (NBEST_SCORES, NBEST_TRANSCRIPTS, OUTPUT_TIME_KEYS, SESSION_ID,
+                                          SESSION_TRANSCRIPTS, RequestError, Servable, Work, invalid,
+                                          tf_error_message)
+from deepspeech2_serving.streaming import IDLE_SECONDS, MAX_BYTES, MAX_SECONDS, MAX_STREAMS, SessionStore
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8500  # TF Serving's gRPC port
 MAX_MESSAGE_BYTES = 32 << 20  # 32 MiB: ~8 minutes of float32 audio at 16 kHz, far over the default duration limit
+RETRY_SECONDS = 60.0  # a version that failed to load is tried again this often even if its folder didn't change
+VERSION_NAME = re.compile(r"[0-9]+")  # ASCII digits only: "²".isdigit() is true, int("²") fails
 
 
 @dataclass(frozen=True)
@@ -75,15 +96,19 @@ class ServeConfig:
     poll_seconds: float = 1.0  # how often the base path is checked for a new version; 0: never
     decoder: DecoderConfig | None = None  # beam decoder for n-best requests; None: each version's own
     grace_seconds: float = 30.0  # on SIGTERM, how long requests in flight may take to finish
-    max_streams: int = MAX_STREAMS  # streaming sessions held at once; more: RESOURCE_EXHAUSTED
+    max_streams: int = MAX_STREAMS  # streaming sessions open at once; more: RESOURCE_EXHAUSTED
     stream_idle_seconds: float = IDLE_SECONDS  # a session unused this long is forgotten
+    max_stream_seconds: float = MAX_SECONDS  # a session's audio at most; a chunk past it: OUT_OF_RANGE
+    max_stream_memory_bytes: int = MAX_BYTES  # the sessions' states and log-probs together; more: RESOURCE_EXHAUSTED
+    ssl_config_file: str = ""  # TF Serving's SSLConfig (text): serve TLS (and check client certificates); "": plain
 
     def __post_init__(self):
         if not 0 <= self.port < 65536:
             raise ValueError(f"`port` must be in [0, 65535], got {self.port!r}")
-        if not self.stream_idle_seconds > 0:
-            raise ValueError(f"`stream_idle_seconds` must be > 0, got {self.stream_idle_seconds!r}")
-        for name in ("max_message_bytes", "max_concurrent_requests", "max_streams"):
+        for name in ("stream_idle_seconds", "max_stream_seconds"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"`{name}` must be > 0, got {getattr(self, name)!r}")
+        for name in ("max_message_bytes", "max_concurrent_requests", "max_streams", "max_stream_memory_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)!r}")
         if self.poll_seconds < 0 or self.grace_seconds < 0:
@@ -96,12 +121,60 @@ class ServeConfig:
 
 
 def latest_version(base_path: Path) -> int | None:
-    """The newest complete version under a model base path (integer-named folder with a saved_model.pb)."""
+    """The newest complete version under a model base path (a folder named by ASCII digits, with a saved_model.pb)."""
     if not base_path.is_dir():
         return None
     found = [int(p.name) for p in base_path.iterdir()
-             if p.is_dir() and p.name.isdigit() and (p / "saved_model.pb").is_file()]
+             if VERSION_NAME.fullmatch(p.name) and p.is_dir() and (p / "saved_model.pb").is_file()]
     return max(found, default=None)
+
+
+def _fingerprint(folder: Path) -> tuple | None:
+    """The files under `folder` with their sizes and mtimes: it changes while a copy is in progress."""
+    try:
+        return tuple(sorted((str(p.relative_to(folder)), st.st_size, st.st_mtime_ns)
+                            for p in folder.rglob("*") if p.is_file() for st in (p.stat(),)))
+    except OSError:  # a file went away while we looked: the folder is changing
+        return None
+
+
+def _ssl_config_message():
+    """TF Serving's SSLConfig message (tensorflow_serving/config/ssl_config.proto), which its pip package lacks."""
+    proto = descriptor_pb2.FileDescriptorProto(name="ds2_serving/ssl_config.proto", package="tensorflow.serving",
+                                               syntax="proto3")
+    message = proto.message_type.add(name="SSLConfig")
+    Field = descriptor_pb2.FieldDescriptorProto
+    for number, (name, kind) in enumerate((("server_key", Field.TYPE_STRING), ("server_cert", Field.TYPE_STRING),
+                                           ("custom_ca", Field.TYPE_STRING), ("client_verify", Field.TYPE_BOOL)),
+                                          start=1):
+        message.field.add(name=name, number=number, type=kind, label=Field.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.serving.SSLConfig"))()
+
+
+def server_credentials(path: str | Path) -> grpc.ServerCredentials:
+    """TLS credentials from TF Serving's `--ssl_config_file`: a text SSLConfig with `server_key` and `server_cert`
+    (PEM text), and optionally `custom_ca` (PEM: the CA client certificates must chain to) and `client_verify`
+    (require a client certificate: mutual TLS, the port's authentication).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: it doesn't parse, or lacks the key or certificate, or asks to verify clients without `custom_ca`.
+    """
+    config = _ssl_config_message()
+    try:
+        text_format.Parse(Path(path).read_text(encoding="utf-8"), config)
+    except text_format.ParseError as e:
+        raise ValueError(f"`ssl_config_file` {path} is not a text SSLConfig: {e}") from None
+    if not config.server_key or not config.server_cert:
+        raise ValueError(f"`ssl_config_file` {path} needs server_key and server_cert (PEM text)")
+    if config.client_verify and not config.custom_ca:
+        raise ValueError(f"`ssl_config_file` {path} sets client_verify without custom_ca (the CA client certificates "
+                         "must chain to)")
+    return grpc.ssl_server_credentials([(config.server_key.encode(), config.server_cert.encode())],
+                                       root_certificates=config.custom_ca.encode() or None,
+                                       require_client_auth=config.client_verify)
 
 
 class ModelManager:
@@ -115,7 +188,8 @@ class ModelManager:
         self._lock = threading.Lock()
         self._servable: Servable | None = None
         self._states: dict[int, int] = {}  # version -> ModelVersionStatus.State
-        self._failed: set[int] = set()  # versions that failed to load (not retried)
+        # version -> (its folder's fingerprint, time.monotonic()) when it last failed to load
+        self._failed: dict[int, tuple[tuple | None, float]] = {}
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self.on_load = None  # on_load(servable): called after a new version took over
@@ -127,28 +201,43 @@ class ModelManager:
     def load_latest(self) -> bool:
         """Load the newest version if it is newer than the one serving; True if it changed.
 
+        A version that failed to load is tried again once its folder's files changed (a copy in progress:
+        saved_model.pb shows before variables/), or after `RETRY_SECONDS`; its first failure is logged.
+
         Raises:
             FileNotFoundError, ValueError: the first version can't be loaded (later failures are logged).
         """
         version = latest_version(self.base_path)
         current = self._servable
-        if version is None or (current is not None and version <= current.version) or version in self._failed:
+        if version is None or (current is not None and version <= current.version):
             return False
+        folder = self.base_path / str(version)
+        fingerprint = _fingerprint(folder)
+        if version in self._failed:
+            failed_on, failed_at = self._failed[version]
+            if fingerprint is not None and fingerprint == failed_on and time.monotonic() - failed_at < RETRY_SECONDS:
+                return False
         State = get_model_status_pb2.ModelVersionStatus.State
         with self._lock:
             self._states[version] = State.LOADING
         try:
-            servable = Servable(self.base_path / str(version), self.name, self.config.decoder)
+            servable = Servable(folder, self.name, self.config.decoder, self.config.max_message_bytes)
             count = self._warm_up(servable)
         except Exception as e:
+            first = version not in self._failed
             with self._lock:
                 self._states[version] = State.END
-                self._failed.add(version)
+                self._failed[version] = (fingerprint, time.monotonic())
             if current is None:
                 raise
-            logger.error("version %d of %s failed to load (version %d keeps serving): %s", version, self.name,
-                         current.version, e)
+            if first:
+                logger.error("version %d of %s failed to load (version %d keeps serving; it is tried again when its "
+                             "files change): %s", version, self.name, current.version, e)
+            else:
+                logger.info("version %d of %s failed to load again: %s", version, self.name, e)
             return False
+        if self._failed.pop(version, None) is not None:
+            logger.warning("version %d of %s loaded after failing earlier", version, self.name)
         with self._lock:
             self._servable = servable
             self._states[version] = State.AVAILABLE
@@ -214,22 +303,29 @@ class Predictor:
                                    length_key=OUTPUT_LENGTHS, time_keys=OUTPUT_TIME_KEYS)
         self.sessions = sessions if sessions is not None else SessionStore()
 
-    def predict(self, request: predict_pb2.PredictRequest, servable: Servable, direct: bool = False
-                ) -> tuple[predict_pb2.PredictResponse, BatchResult]:
-        """Raises RequestError (INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL)."""
+    def predict(self, request: predict_pb2.PredictRequest, servable: Servable, direct: bool = False,
+                context=None) -> tuple[predict_pb2.PredictResponse, BatchResult]:
+        """Check and run one request. `context` (a grpc.ServicerContext, or None) gives its deadline and says
+        whether the client still waits.
+
+        Raises:
+            RequestError: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, OUT_OF_RANGE, NOT_FOUND, FAILED_PRECONDITION,
+                DEADLINE_EXCEEDED, CANCELLED, INTERNAL.
+        """
+        deadline = _deadline(context)
         work = servable.check(request)
         wanted = list(request.output_filter)
         known = set(servable.signature_defs[work.signature].outputs) | ({NBEST_TRANSCRIPTS, NBEST_SCORES}
                                                                         if work.nbest else set())
-        if work.session:
-            known = (known - {STATE}) | {SESSION_TRANSCRIPTS}  # the server keeps a session's state
+        if work.session is not None:
+            known = (known - {STATE}) | {SESSION_TRANSCRIPTS, SESSION_ID}  # the server keeps a session's state
         if set(wanted) - known:
             raise invalid(f"unknown output(s) {sorted(set(wanted) - known)} in output_filter; the signature gives "
                           f"{sorted(known)}")
-        if work.session:
-            result, outputs = self._session_step(servable, work, direct)
+        if work.session is not None:
+            result, outputs = self._session_step(servable, work, direct, deadline, context)
         else:
-            result = self._run(servable, work, direct)
+            result = self._run(servable, work, direct, deadline)
             outputs = dict(result.outputs)
         if work.nbest:
             outputs[NBEST_TRANSCRIPTS], outputs[NBEST_SCORES] = servable.nbest(
@@ -242,31 +338,56 @@ class Predictor:
             response.outputs[key].CopyFrom(tf.make_tensor_proto(outputs[key]))
         return response, result
 
-    def _session_step(self, servable: Servable, work: Work, direct: bool) -> tuple[BatchResult, dict]:
-        """One step of the session `work.session`: its state in, the new state kept, its transcript out."""
-        session = self.sessions.acquire(work.session, servable)
+    def _session_step(self, servable: Servable, work: Work, direct: bool, deadline: float | None, context
+                      ) -> tuple[BatchResult, dict]:
+        """One step of the session `work.session` ("": a new one): its state in, the new state kept, its transcript
+        out. The step is taken (state, log-probs, `sequence`) only if it finished in time for a client still
+        waiting; the answer is kept for a retry of the same `sequence`."""
+        opening = work.session == ""
+        session = self.sessions.open(servable) if opening else self.sessions.acquire(work.session)
+        taken = False
         try:
-            waveforms, lengths, extras = session.inputs(work.waveforms[:, :work.lengths[0]], bool(work.final[0]))
-            result = self._run(session.servable, Work(STREAM_STEP, waveforms, lengths, 0, extras[STATE],
-                                                      extras[FINAL]), direct)
+            if not opening and work.sequence == session.sequence:
+                taken = True
+                return session.answer  # a retry: the stored answer, the chunk not applied again
+            if work.sequence != session.sequence + 1:
+                ended = " (the stream has ended)" if session.done else ""
+                raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"step {work.sequence} of stream "
+                                   f"{session.id!r}: expected sequence {session.sequence + 1} (the next step) or "
+                                   f"{session.sequence} (a retry of the last){ended}")
             final = bool(work.final[0])
+            waveforms, lengths, extras = session.inputs(work.waveforms[:, :work.lengths[0]], final)
+            result = self._run(session.servable, Work(STREAM_STEP, waveforms, lengths, 0, extras[STATE],
+                                                      extras[FINAL]), direct, deadline)
+            _still_wanted(context, deadline)
+            self.sessions.reserve(session, session.added_bytes(result.outputs), final)
             session.absorb(result.outputs, int(lengths[0]), final, result.run_seconds)
             text = session.final_text() if final else session.partial
+            outputs = {k: v for k, v in result.outputs.items() if k != STATE}
+            outputs[SESSION_TRANSCRIPTS] = np.array([text.encode("utf-8")], dtype=object)
+            outputs[SESSION_ID] = np.array([session.id.encode()], dtype=object)
+            session.sequence, session.answer, taken = work.sequence, (result, outputs), True
+            return result, outputs
         finally:
-            self.sessions.release(session)
-        outputs = {k: v for k, v in result.outputs.items() if k != STATE}
-        outputs[SESSION_TRANSCRIPTS] = np.array([text.encode("utf-8")], dtype=object)
-        return result, outputs
+            self.sessions.release(session, discard=opening and not taken)
 
-    def _run(self, servable: Servable, work: Work, direct: bool) -> BatchResult:
+    def _run(self, servable: Servable, work: Work, direct: bool, deadline: float | None = None) -> BatchResult:
         key = servable if work.signature != STREAM_STEP else servable.stream_runner
         extras = {STATE: work.state, FINAL: work.final} if work.signature == STREAM_STEP else {}
+        _still_wanted(None, deadline)
         try:
             if self.batcher is None or direct:
                 start = time.monotonic()
                 outputs = key.run(work.waveforms, work.lengths, **extras)
                 return BatchResult(outputs, len(work.lengths), 0.0, time.monotonic() - start)
-            return self.batcher.submit(key, work.waveforms, work.lengths, extras).result()
+            future = self.batcher.submit(key, work.waveforms, work.lengths, extras, deadline)
+            try:
+                return future.result(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                future.cancel()  # still queued: it never runs; running: its outputs are dropped
+                raise Expired("the deadline passed before the forward pass was done") from None
+        except Expired as e:
+            raise RequestError(grpc.StatusCode.DEADLINE_EXCEEDED, str(e)) from None
         except QueueFull as e:
             raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e)) from None
         except tf.errors.InvalidArgumentError as e:
@@ -280,6 +401,22 @@ class Predictor:
             self.batcher.close(timeout)
 
 
+def _deadline(context) -> float | None:
+    """The request's deadline on the time.monotonic() clock; None without one (or without a context)."""
+    if context is None:
+        return None
+    remaining = context.time_remaining()
+    return None if remaining is None or remaining > 1e8 else time.monotonic() + remaining
+
+
+def _still_wanted(context, deadline: float | None) -> None:
+    """Raises RequestError (CANCELLED, DEADLINE_EXCEEDED) when nobody waits for the answer any more."""
+    if context is not None and not context.is_active():
+        raise RequestError(grpc.StatusCode.CANCELLED, "the client cancelled the request; nothing was taken")
+    if deadline is not None and time.monotonic() >= deadline:
+        raise RequestError(grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed; nothing was taken")
+
+
 class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     """TF Serving's PredictionService: Predict and GetModelMetadata (Classify, Regress and MultiInference
     answer UNIMPLEMENTED: they take tf.Examples, not audio)."""
@@ -291,9 +428,12 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     def Predict(self, request, context):
         try:
             servable = self.manager.resolve(request.model_spec)
-            response, result = self.predictor.predict(request, servable)
+            response, result = self.predictor.predict(request, servable, context=context)
         except RequestError as e:
             context.abort(e.code, e.message)
+        except Exception as e:  # a bug, not the request: INTERNAL with the reason rather than gRPC's UNKNOWN
+            logger.exception("Predict failed")
+            context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
         context.set_trailing_metadata((("ds2-batch-size", str(result.batch_size)),
                                        ("ds2-queue-ms", f"{1000 * result.queue_seconds:.2f}"),
                                        ("ds2-run-ms", f"{1000 * result.run_seconds:.2f}")))
@@ -369,10 +509,12 @@ def start(config: ServeConfig) -> RunningServer:
         ValueError: the address can't be bound, or the version is not a ds2-export.
     """
     base = Path(config.model_base_path)
+    credentials = server_credentials(config.ssl_config_file) if config.ssl_config_file else None
     if latest_version(base) is None:
         raise FileNotFoundError(f"`model_base_path` {base} holds no version (a numbered folder with saved_model.pb); "
                                 f"write one with ds2-export --export_dir {base.parent} --model_name {base.name}")
-    predictor = Predictor(config.batching, SessionStore(config.max_streams, config.stream_idle_seconds))
+    predictor = Predictor(config.batching, SessionStore(config.max_streams, config.stream_idle_seconds,
+                                                        config.max_stream_seconds, config.max_stream_memory_bytes))
 
     def warm_up(servable: Servable) -> int:
         return servable.warm_up(lambda request, s: predictor.predict(request, s, direct=True))
@@ -390,7 +532,7 @@ def start(config: ServeConfig) -> RunningServer:
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(manager), server)
     address = f"[{config.host}]:{config.port}" if ":" in config.host else f"{config.host}:{config.port}"
     try:
-        port = server.add_insecure_port(address)
+        port = server.add_secure_port(address, credentials) if credentials else server.add_insecure_port(address)
     except RuntimeError:  # gRPC >= 1.5x raises; older versions return 0
         port = 0
     if not port:
@@ -419,8 +561,9 @@ def serve(config: ServeConfig) -> None:
         batching = "off" if config.batching is None else (
             f"max_batch_size {config.batching.max_batch_size}, batch_timeout_micros "
             f"{config.batching.batch_timeout_micros}")
+        tls = ", TLS" if config.ssl_config_file else ""
         print(f"ds2-serve: serving model {servable.name!r} version {servable.version} on "
-              f"{config.host}:{running.port} (batching {batching}); pid {os.getpid()}", flush=True)
+              f"{config.host}:{running.port} (batching {batching}{tls}); pid {os.getpid()}", flush=True)
         running.manager.on_load = lambda s: print(f"ds2-serve: now serving version {s.version} ({s.path})",
                                                   flush=True)
         stop.wait()
@@ -435,4 +578,4 @@ def serve(config: ServeConfig) -> None:
 
 
 __all__ = ["DEFAULT_PORT", "MAX_MESSAGE_BYTES", "ModelManager", "ModelServicer", "PredictionServicer", "Predictor",
-           "RunningServer", "ServeConfig", "latest_version", "serve", "start"]
+           "RunningServer", "ServeConfig", "latest_version", "serve", "server_credentials", "start"]

@@ -1,13 +1,16 @@
 """Streaming sessions: a stream's state, partial transcript and log-probs kept by the server between its chunks.
 
 The export's `stream_step` is stateless (the state travels in each request and response, which is what stock
-TF Serving needs). ds2-serve (a stream_step request with `session_id` instead of `state`) and ds2-demo (one
-session per WebSocket) keep the state on the server instead:
+TF Serving needs). ds2-serve (a stream_step request with `session_id` and `sequence` instead of `state`, see
+`servable.SESSION_ID`) and ds2-demo (one session per WebSocket) keep the state on the server instead:
 
     StreamSession    one stream: its state, greedy partial transcript (repeats merged across chunks), its
-                     log-probs so far (for the final LM beam search), audio and compute seconds
-    SessionStore     sessions by id, at most `max_streams`, forgotten after `idle_seconds` unused; a session
-                     runs one step at a time (the state of step n+1 is the output of step n)
+                     log-probs so far (kept for the final LM beam search, when the server has an LM), audio
+                     and compute seconds, at most `max_seconds` of audio (more: OUT_OF_RANGE)
+    SessionStore     sessions by the id it issues (128 random bits), at most `max_streams` open and
+                     `max_bytes` of states and log-probs together (more: RESOURCE_EXHAUSTED), forgotten after
+                     `idle_seconds` unused; a session runs one step at a time (the state of step n+1 is the
+                     output of step n); an ended session keeps its last answer (for a retry) until forgotten
 
 Steps of different sessions are merged into one forward pass by the `Batcher` (Batch Dispatch across streams,
 DS2 §7.1): each session's step is one row, its state and `final` flag extra per-row inputs.
@@ -15,6 +18,7 @@ DS2 §7.1): each session's step is one row, its state and `final` flag extra per
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -26,8 +30,11 @@ from deepspeech2.vocab import BLANK_ID
 from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE
 from deepspeech2_serving.servable import RequestError, Servable
 
-MAX_STREAMS = 256  # sessions held at once
+MAX_STREAMS = 256  # sessions open at once
 IDLE_SECONDS = 60.0  # a session unused this long is forgotten
+MAX_SECONDS = 60.0  # a session's audio at most (ds2-demo's `max_seconds`); it bounds the final LM search too
+MAX_BYTES = 1 << 30  # the sessions' states and kept log-probs together
+SESSION_ID_BYTES = 16  # 128 random bits, written as 32 hex digits (servable.SESSION_ID_HEX)
 
 
 @dataclass(frozen=True)
@@ -45,15 +52,26 @@ class StepResult:
 class StreamSession:
     """One stream on the server: feed it chunks with `inputs` + `absorb` (or `step`)."""
 
-    def __init__(self, servable: Servable, session_id: str = ""):
+    def __init__(self, servable: Servable, session_id: str = "", max_seconds: float | None = None):
+        """
+        Args:
+            servable: the version that runs the stream (its state fits no other).
+            session_id: the id clients know it by (SessionStore issues one).
+            max_seconds: the most audio the stream may carry (a chunk past it: OUT_OF_RANGE); None: no limit.
+
+        Raises:
+            RequestError: FAILED_PRECONDITION when the model can't stream.
+        """
         if servable.stream_runner is None:
             raise RequestError(grpc.StatusCode.FAILED_PRECONDITION,
                                f"model {servable.name!r} version {servable.version} can't stream (it has no "
                                "stream_step signature: a bidirectional model?); export a ds2-streaming model")
         self.servable = servable  # the version the stream started on (its state fits no other)
         self.id = session_id
+        self.max_seconds = max_seconds
         self.state = np.zeros((1, servable.state_size), np.float32)
         self._log_probs: list[np.ndarray] = []
+        self._keep_log_probs = servable.lm_decoder is not None  # only the final LM search reads them
         # Incremental best path, as deepspeech2.streaming.GreedyStream (not imported: the server loads no model code).
         self._ids: list[int] = []
         self._last = BLANK_ID
@@ -63,6 +81,9 @@ class StreamSession:
         self.done = False
         self.busy = False
         self.used = time.monotonic()
+        self.sequence = -1  # the number of the last step taken (ds2-serve's `sequence`)
+        self.answer = None  # what that step answered, for a retry of it
+        self.charged = 0  # bytes its SessionStore counts for it
 
     @property
     def audio_seconds(self) -> float:
@@ -75,8 +96,17 @@ class StreamSession:
         return " ".join(text.split()) if " " in self.servable.vocab.tokens() else "".join(text.split())
 
     @property
+    def held_bytes(self) -> int:
+        """The memory the stream holds: its state and kept log-probs."""
+        return self.state.nbytes + sum(a.nbytes for a in self._log_probs)
+
+    def added_bytes(self, outputs: dict) -> int:
+        """The memory `absorb(outputs, ...)` would add."""
+        return int(outputs[OUTPUT_LENGTHS][0]) * outputs[LOG_PROBS].shape[-1] * 4 if self._keep_log_probs else 0
+
+    @property
     def log_probs(self) -> np.ndarray:
-        """All the stream's output steps so far, `(steps, vocab)`."""
+        """The stream's output steps so far, `(steps, vocab)` (kept only when the server has an LM to use them)."""
         if not self._log_probs:
             return np.zeros((0, self.servable.vocab.size), np.float32)
         return np.concatenate(self._log_probs)
@@ -85,12 +115,19 @@ class StreamSession:
         """The batch row for this chunk: `(waveforms (1, n), lengths (1,), {state, final})` for `Batcher.submit`.
 
         Raises:
-            RequestError: FAILED_PRECONDITION when the stream already ended.
+            RequestError: FAILED_PRECONDITION when the stream already ended; OUT_OF_RANGE when the chunk would take
+                it past `max_seconds` (the chunk is refused, the stream can still end with an empty final chunk).
         """
         if self.done:
             raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"stream {self.id!r} already ended (its final "
-                               "step was sent); start a new session")
+                               "step was sent); open a new session")
         audio = np.asarray(audio, np.float32).reshape(1, -1)
+        rate = self.servable.sample_rate
+        if self.max_seconds is not None and self.audio_samples + audio.shape[1] > round(self.max_seconds * rate):
+            raise RequestError(grpc.StatusCode.OUT_OF_RANGE, f"this chunk would take the stream to "
+                               f"{(self.audio_samples + audio.shape[1]) / rate:.2f} s of audio, over the "
+                               f"{self.max_seconds:g} s a stream may carry; it was not taken. End the stream (a "
+                               "final chunk, empty or within the limit) and open a new one")
         return audio, np.array([audio.shape[1]], np.int32), {STATE: self.state, FINAL: np.array([bool(final)])}
 
     def absorb(self, outputs: dict, samples: int, final: bool, run_seconds: float = 0.0) -> np.ndarray:
@@ -102,7 +139,8 @@ class StreamSession:
         steps = int(outputs[OUTPUT_LENGTHS][0])
         new = np.asarray(outputs[LOG_PROBS][0, :steps], np.float32)
         self.state = np.asarray(outputs[STATE], np.float32)
-        self._log_probs.append(new)
+        if self._keep_log_probs:
+            self._log_probs.append(new)
         for i in np.argmax(new, axis=-1).tolist():  # merge repeats across chunks: the last label is carried
             if i != self._last and i != BLANK_ID:
                 self._ids.append(i)
@@ -117,6 +155,11 @@ class StreamSession:
         """The finished transcript: the LM beam search when the server has an LM, else the greedy one."""
         return self.servable.final_transcript(self.log_probs, self.partial)
 
+    def free(self) -> None:
+        """Drop the state and log-probs of an ended stream (its transcript was made)."""
+        self._log_probs = []
+        self.state = np.zeros((1, 0), np.float32)
+
     def step(self, audio: np.ndarray, final: bool, submit) -> StepResult:
         """Run one chunk through `submit(key, waveforms, lengths, extras) -> Future[BatchResult]` (the batcher's
         submit, or a direct run) and take its outputs. Blocks until the step is done."""
@@ -128,48 +171,111 @@ class StreamSession:
 
 
 class SessionStore:
-    """Sessions by id, for a server whose clients name their stream (`session_id`)."""
+    """Sessions by the ids this store issues, for ds2-serve's stream_step requests with `session_id`."""
 
-    def __init__(self, max_streams: int = MAX_STREAMS, idle_seconds: float = IDLE_SECONDS):
+    def __init__(self, max_streams: int = MAX_STREAMS, idle_seconds: float = IDLE_SECONDS,
+                 max_seconds: float | None = MAX_SECONDS, max_bytes: int = MAX_BYTES):
+        """
+        Args:
+            max_streams: sessions open at once; another: RESOURCE_EXHAUSTED.
+            idle_seconds: a session unused this long is forgotten (its id is then NOT_FOUND).
+            max_seconds: a session's audio at most (`StreamSession.max_seconds`).
+            max_bytes: the open sessions' states and kept log-probs together; a session or a step that would
+                take them past it: RESOURCE_EXHAUSTED. A final step is always taken: it frees its session's memory.
+        """
         self.max_streams = max_streams
         self.idle_seconds = idle_seconds
+        self.max_seconds = max_seconds
+        self.max_bytes = max_bytes
+        self.bytes = 0  # held by the open sessions
         self._sessions: dict[str, StreamSession] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._sessions)
+        """Open sessions (ended ones kept for a retry of their last step don't count)."""
+        return sum(not s.done for s in self._sessions.values())
 
-    def acquire(self, session_id: str, servable: Servable) -> StreamSession:
-        """The session `session_id` (a new one on `servable` if unknown), marked busy until `release`.
+    def open(self, servable: Servable) -> StreamSession:
+        """A new session on `servable`, with a new id, marked busy until `release`.
 
         Raises:
-            RequestError: FAILED_PRECONDITION when a step of this session is running already;
-                RESOURCE_EXHAUSTED when `max_streams` sessions are open.
+            RequestError: RESOURCE_EXHAUSTED when `max_streams` sessions are open or its state doesn't fit in
+                `max_bytes`; FAILED_PRECONDITION when the model can't stream.
         """
-        now = time.monotonic()
+        session = StreamSession(servable, secrets.token_hex(SESSION_ID_BYTES), self.max_seconds)
         with self._lock:
-            for sid in [k for k, s in self._sessions.items() if not s.busy and now - s.used > self.idle_seconds]:
-                del self._sessions[sid]
+            self._forget_idle()
+            if len(self) >= self.max_streams:
+                raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{len(self)} streams are open, the most this "
+                                   "server holds (--max_streams); retry later")
+            self._charge(session, session.held_bytes)
+            session.busy = True
+            self._sessions[session.id] = session
+            return session
+
+    def acquire(self, session_id: str) -> StreamSession:
+        """The session `session_id`, marked busy until `release`.
+
+        Raises:
+            RequestError: NOT_FOUND for an id this store did not issue or has forgotten; FAILED_PRECONDITION when
+                a step of this session is running already.
+        """
+        with self._lock:
+            self._forget_idle()
             session = self._sessions.get(session_id)
             if session is None:
-                if len(self._sessions) >= self.max_streams:
-                    raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{len(self._sessions)} streams are open, "
-                                       f"the most this server holds; retry later")
-                session = self._sessions[session_id] = StreamSession(servable, session_id)
-            elif session.busy:
+                raise RequestError(grpc.StatusCode.NOT_FOUND, f"no session {session_id!r}: it was not issued by this "
+                                   f"server, or it was forgotten after {self.idle_seconds:g} s unused (or a restart); "
+                                   "open a new one with an empty `session_id`")
+            if session.busy:
                 raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"a step of stream {session_id!r} is still "
                                    "running; send a stream's chunks one after the other")
             session.busy = True
-            session.used = now
+            session.used = time.monotonic()
             return session
 
-    def release(self, session: StreamSession) -> None:
-        """Done with a step: an ended session is dropped, another waits for its next chunk."""
+    def reserve(self, session: StreamSession, nbytes: int, final: bool = False) -> None:
+        """Count `nbytes` more for `session` (the log-probs a step adds); a `final` step is always taken.
+
+        Raises:
+            RequestError: RESOURCE_EXHAUSTED when that would take the sessions past `max_bytes`.
+        """
+        with self._lock:
+            self._charge(session, nbytes, force=final)
+
+    def release(self, session: StreamSession, discard: bool = False) -> None:
+        """Done with a step: a `discard`ed session (its opening step failed) is dropped; an ended one frees its
+        memory and keeps only its last answer; another waits for its next chunk."""
         with self._lock:
             session.busy = False
             session.used = time.monotonic()
-            if session.done:
-                self._sessions.pop(session.id, None)
+            if discard:
+                self._forget(session)
+            elif session.done:
+                session.free()
+                self.bytes -= session.charged
+                session.charged = 0
+
+    def _charge(self, session: StreamSession, nbytes: int, force: bool = False) -> None:
+        if not force and self.bytes + nbytes > self.max_bytes:
+            raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the streams' memory is spent ({self.bytes} of "
+                               f"{self.max_bytes} bytes, --max_stream_memory_mb); this step was not taken: retry it "
+                               "later, or end the stream")
+        self.bytes += nbytes
+        session.charged += nbytes
+
+    def _forget(self, session: StreamSession) -> None:
+        self._sessions.pop(session.id, None)
+        self.bytes -= session.charged
+        session.charged = 0
+
+    def _forget_idle(self) -> None:
+        now = time.monotonic()
+        for session in [s for s in self._sessions.values() if not s.busy and now - s.used > self.idle_seconds]:
+            self._forget(session)
+        ended = sorted((s for s in self._sessions.values() if s.done and not s.busy), key=lambda s: s.used)
+        for session in ended[:max(0, len(ended) - self.max_streams)]:  # answers kept for retries: bounded too
+            self._forget(session)
 
 
-__all__ = ["IDLE_SECONDS", "MAX_STREAMS", "SessionStore", "StepResult", "StreamSession"]
+__all__ = ["IDLE_SECONDS", "MAX_BYTES", "MAX_SECONDS", "MAX_STREAMS", "SessionStore", "StepResult", "StreamSession"]

@@ -4,6 +4,7 @@ size and queue limits, the n-best with the export's LM, Batch Dispatch, hot relo
 the load test. Servers are ds2-serve subprocesses on free ports, started and stopped here."""
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -344,6 +345,124 @@ def test_a_new_version_is_picked_up_while_serving(server, model, clips, referenc
         server.predict.Predict(waveform_request(clips[:1], version=1), timeout=TIMEOUT)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "has version 2" in e.value.details()
     assert "now serving version 2" in server.stdout.read_text()
+
+
+def _wait_for_status(server, version, state, timeout=120):
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "ds2"
+    deadline = time.monotonic() + timeout
+    while True:
+        response = server.models.GetModelStatus(request, timeout=TIMEOUT)
+        statuses = {s.version: s.state for s in response.model_version_status}
+        if statuses.get(version) == state:
+            return statuses
+        assert time.monotonic() < deadline, f"version {version} not in state {state}: {statuses}"
+        time.sleep(0.2)
+
+
+def test_a_version_that_failed_to_load_is_retried_until_it_loads(model, clips, references, tmp_path):
+    """Issue 36, item 6: a version copied in with `cp -r` shows saved_model.pb before variables/; it fails to load
+    (logged once, the old version keeps serving) and is loaded once its files are all there. A folder named by a
+    non-ASCII digit ("²".isdigit() is true) breaks neither the server nor ds2-export."""
+    bundle, base = model
+    served = tmp_path / "export" / "ds2"
+    shutil.copytree(base / "1", served / "1")
+    shutil.copytree(base / "1", served / "\u00b2")  # a SavedModel, but not a version
+    s = Server(served, tmp_path / "server", "--file_system_poll_wait_seconds", "0.2")
+    try:
+        (served / "2").mkdir()
+        for item in sorted((served / "1").iterdir()):  # everything but the weights, as a copy in progress shows it
+            if item.name != "variables":
+                (shutil.copytree if item.is_dir() else shutil.copy2)(item, served / "2" / item.name)
+        deadline = time.monotonic() + 120
+        while "version 2 of ds2 failed to load" not in s.stderr.read_text():
+            assert time.monotonic() < deadline, s.stderr.read_text()[-3000:]
+            time.sleep(0.2)
+        time.sleep(1.0)  # five more polls
+        response = s.predict.Predict(wav_request("ds2", wav_bytes(clips[0], RATE)), timeout=TIMEOUT)
+        assert response.model_spec.version.value == 1  # the old version keeps serving
+        shutil.copytree(served / "1" / "variables", served / "2" / "variables")
+        State = get_model_status_pb2.ModelVersionStatus
+        assert _wait_for_status(s, 2, State.AVAILABLE) == {1: State.END, 2: State.AVAILABLE}
+        response = s.predict.Predict(wav_request("ds2", wav_bytes(clips[0], RATE)), timeout=TIMEOUT)
+        assert response.model_spec.version.value == 2
+        assert outputs(response, "transcripts")[0].decode() == references[0][1]
+        assert s.stderr.read_text().count("failed to load") == 1  # logged once, however many polls retried it
+        # ds2-export next to the "\u00b2" folder: the next version is 3, and the server picks it up.
+        assert export_model(ExportConfig(str(bundle.path), str(served.parent), max_audio_seconds=4.0)) == served / "3"
+        _wait_for_status(s, 3, State.AVAILABLE)
+    finally:
+        assert s.stop() == 0, s.stderr.read_text()[-3000:]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs a named pipe")
+def test_the_client_reads_each_file_when_it_sends_it(server, clips, references, tmp_path):
+    """Issue 36, item 14: ds2-client reads a file when it sends it, not every file first. The second input is a
+    named pipe nobody writes to yet: the first file must be answered before the client opens it."""
+    from deepspeech2_serving.client import ClientConfig, transcribe
+
+    files = [tmp_path / "first.wav", tmp_path / "pipe.wav", tmp_path / "last.wav"]
+    files[0].write_bytes(wav_bytes(clips[0], RATE))
+    files[2].write_bytes(wav_bytes(clips[2], RATE))
+    os.mkfifo(files[1])
+    claim, stuck = threading.Lock(), threading.Event()
+
+    def write_pipe():
+        with open(files[1], "wb") as f:  # blocks until the client opens the pipe
+            f.write(wav_bytes(clips[1], RATE))
+
+    def unstick():  # only if the client waits on the pipe before sending the first file (it would hang)
+        if claim.acquire(blocking=False):
+            stuck.set()
+            write_pipe()
+
+    watchdog = threading.Timer(30, unstick)
+    watchdog.start()
+    try:
+        results = iter(transcribe(ClientConfig(server.address, files=tuple(map(str, files)), max_in_flight=1)))
+        first = next(results)
+        if claim.acquire(blocking=False):
+            writer = threading.Thread(target=write_pipe)
+            writer.start()
+        rest = list(results)
+    finally:
+        watchdog.cancel()
+    assert not stuck.is_set(), "the client read the pipe before it sent the first file"
+    writer.join(TIMEOUT)
+    assert [r.transcript for r in [first, *rest]] == [references[i][1] for i in range(3)]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="makes its certificate with openssl")
+def test_tls_and_client_certificates_from_an_ssl_config_file(model, tmp_path):
+    """Issue 36, item 3: the port has no authentication by itself; --ssl_config_file (TF Serving's SSLConfig) serves
+    TLS, and with client_verify only a client with a certificate from custom_ca gets in."""
+    _, base = model
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(tmp_path / "key.pem"),
+                    "-out", str(tmp_path / "cert.pem"), "-days", "1", "-subj", "/CN=localhost", "-addext",
+                    "subjectAltName=DNS:localhost,IP:127.0.0.1"], check=True, capture_output=True, timeout=60)
+    key, cert = (tmp_path / "key.pem").read_text(), (tmp_path / "cert.pem").read_text()
+    # A self-signed certificate is its own CA: the server's and the client's here.
+    (tmp_path / "ssl.config").write_text(f"server_key: {json.dumps(key)}\nserver_cert: {json.dumps(cert)}\n"
+                                         f"custom_ca: {json.dumps(cert)}\nclient_verify: true\n")
+    s = Server(base, tmp_path / "server", "--ssl_config_file", str(tmp_path / "ssl.config"),
+               "--file_system_poll_wait_seconds", "0")
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "ds2"
+    codes = {}
+    clients = {"plain": None, "TLS, no client certificate": grpc.ssl_channel_credentials(cert.encode()),
+               "mutual TLS": grpc.ssl_channel_credentials(cert.encode(), key.encode(), cert.encode())}
+    try:
+        for name, credentials in clients.items():
+            with grpc.secure_channel(s.address, credentials) if credentials else grpc.insecure_channel(s.address) as ch:
+                try:
+                    model_service_pb2_grpc.ModelServiceStub(ch).GetModelStatus(request, timeout=TIMEOUT)
+                    codes[name] = "OK"
+                except grpc.RpcError as e:
+                    codes[name] = e.code().name
+    finally:
+        assert s.stop() == 0, s.stderr.read_text()[-3000:]
+    assert codes == {"plain": "UNAVAILABLE", "TLS, no client certificate": "UNAVAILABLE", "mutual TLS": "OK"}
+    assert ", TLS)" in s.stdout.read_text()
 
 
 # ------------------------------------------------------------------------------- batching, overload, SIGTERM

@@ -4,12 +4,15 @@ server with its terminal client. References are the Keras model on the whole utt
 export's LM beam decoder on those log-probs."""
 
 import ast
+import collections
 import dataclasses
 import json
 import re
+import secrets
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -31,7 +34,7 @@ from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import ASSETS_EXTRA, STREAM_STEP
 from deepspeech2_export.saved_model import ExportConfig, export_model
 from deepspeech2_serving.batching import BatchingConfig
-from deepspeech2_serving.client import predict_request
+from deepspeech2_serving.client import predict_request, wav_bytes
 from deepspeech2_serving.servable import RequestError, Servable
 from deepspeech2_serving.streaming import SessionStore
 
@@ -157,23 +160,56 @@ def server(model):
     running.stop(5)
 
 
-def step_request(piece, final, session=None, state=None):
+CAP_SECONDS = 10.0  # the `limited` server's --max_stream_seconds
+
+
+@pytest.fixture(scope="module")
+def limited(model):
+    """ds2-serve in this process with a 10 s cap on a session's audio; batches run as soon as a thread is free.
+    Yields (stub, the RunningServer)."""
+    from deepspeech2_serving.server import ServeConfig, start
+
+    _, _, version, _ = model
+    running = start(ServeConfig(str(version.parent), port=0, poll_seconds=0, max_stream_seconds=CAP_SECONDS,
+                                batching=BatchingConfig(max_batch_size=4, batch_timeout_micros=0)))
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    yield prediction_service_pb2_grpc.PredictionServiceStub(channel), running
+    channel.close()
+    running.stop(5)
+
+
+def step_request(piece, final, session=None, sequence=0, state=None):
+    """A stream_step request: stateless with `state`, else in a session (`session` "" opens one)."""
     inputs = {"waveforms": piece[None], "lengths": np.array([len(piece)], np.int32), "final": np.array([final])}
     if state is not None:
         inputs["state"] = state
     request = predict_request("ds2", STREAM_STEP, inputs)
     if session is not None:
         request.inputs["session_id"].CopyFrom(tf.make_tensor_proto(np.array([session.encode()], dtype=object)))
+        request.inputs["sequence"].CopyFrom(tf.make_tensor_proto(sequence, dtype=tf.int64))
     return request
 
 
-def stream_session(stub, wave, session):
-    """A stream through a session, one step after the other: (partials, final text, batch sizes, output names)."""
-    partials, sizes = [], []
-    pieces = chunks(wave)
+def text_of(response, key="session_transcripts"):
+    return tf.make_ndarray(response.outputs[key])[0].decode()
+
+
+def code_of(call, request, **kwargs):
+    """The gRPC status of `call(request)`: "OK" or the code's name (and the response or the error)."""
+    try:
+        return "OK", call(request, **kwargs)
+    except grpc.RpcError as e:
+        return e.code().name, e
+
+
+def stream_session(stub, wave, size=1600):
+    """A stream through a new session, one step after the other: (partials, final text, batch sizes, output names)."""
+    partials, sizes, session = [], [], ""
+    pieces = chunks(wave, size)
     for k, piece in enumerate(pieces):
-        response, call = stub.Predict.with_call(step_request(piece, k == len(pieces) - 1, session), timeout=TIMEOUT)
-        partials.append(tf.make_ndarray(response.outputs["session_transcripts"])[0].decode())
+        response, call = stub.Predict.with_call(step_request(piece, k == len(pieces) - 1, session, k), timeout=TIMEOUT)
+        session = text_of(response, "session_id")
+        partials.append(text_of(response))
         sizes.append(int(dict(call.trailing_metadata())["ds2-batch-size"]))
     return partials[:-1], partials[-1], sizes, set(response.outputs)
 
@@ -182,7 +218,7 @@ def test_concurrent_sessions_are_batched_and_match_the_offline_model(server, cli
     results = [None] * len(clips)
 
     def run(i):
-        results[i] = stream_session(server, clips[i], f"user-{i}")
+        results[i] = stream_session(server, clips[i])
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(clips))]
     for t in threads:
@@ -191,7 +227,8 @@ def test_concurrent_sessions_are_batched_and_match_the_offline_model(server, cli
         t.join(120)
     for (partials, final, sizes, names), (log_probs, greedy, beam) in zip(results, references):
         assert final == beam  # the final transcript: the export's LM beam decoder over the whole stream
-        assert names == {"log_probs", "output_lengths", "transcripts", "session_transcripts"}  # no state: it's kept
+        # no state (the server keeps it); the session's id instead
+        assert names == {"log_probs", "output_lengths", "transcripts", "session_transcripts", "session_id"}
         for k, partial in enumerate(partials):  # the greedy transcript so far, growing with the stream
             assert greedy.startswith(partial.rstrip()) or partial == ""
     # Six streams that start together ride in shared forward passes (a batch of 6 as long as all are running).
@@ -219,42 +256,249 @@ def state_size(stub):
     return shape.dim[1].size
 
 
-@pytest.mark.parametrize("name", ["wrong state size", "two rows in a session", "nbest", "bad session id"])
-def test_bad_stream_requests_are_invalid_argument(server, clips, name):
+@pytest.mark.parametrize("name", ["wrong state size", "two rows in a session", "nbest", "bad session id",
+                                  "no sequence", "sequence without a session", "opening past 0"])
+def test_bad_stream_requests_are_invalid_argument(limited, clips, name):
+    stub, _ = limited
     piece = clips[0][:1600]
     if name == "wrong state size":
         request = step_request(piece, False, state=np.zeros((1, 7), np.float32))
     elif name == "two rows in a session":
         request = predict_request("ds2", STREAM_STEP, {"waveforms": np.stack([piece, piece]),
                                                        "lengths": np.array([1600, 1600], np.int32),
-                                                       "final": np.array([False, False])})
-        request.inputs["session_id"].CopyFrom(tf.make_tensor_proto(np.array([b"x"], dtype=object)))
+                                                       "final": np.array([False, False]), "session_id": np.array(
+                                                           [b""], dtype=object), "sequence": np.array([0])})
     elif name == "nbest":
-        request = step_request(piece, False, session="y")
+        request = step_request(piece, False, session="")
         request.inputs["nbest"].CopyFrom(tf.make_tensor_proto(3, dtype=tf.int32))
+    elif name == "bad session id":  # a name the client chose, as ds2-serve once took
+        request = step_request(piece, False, session="user-1", sequence=1)
+    elif name == "no sequence":
+        request = step_request(piece, False, session="")
+        del request.inputs["sequence"]
+    elif name == "sequence without a session":
+        request = step_request(piece, False, state=np.zeros((1, state_size(stub)), np.float32))
+        request.inputs["sequence"].CopyFrom(tf.make_tensor_proto(0, dtype=tf.int64))
     else:
-        request = step_request(piece, False, session="\x00")
+        request = step_request(piece, False, session="", sequence=3)
     with pytest.raises(grpc.RpcError) as e:
-        server.Predict(request, timeout=TIMEOUT)
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        stub.Predict(request, timeout=TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
     assert {"wrong state size": "state", "two rows in a session": "batch 1", "nbest": "unknown input",
-            "bad session id": "printable"}[name] in e.value.details()
+            "bad session id": "32 hex digits", "no sequence": "`sequence`", "sequence without a session":
+            "`session_id`", "opening past 0": "`sequence` must be 0"}[name] in e.value.details()
+
+
+def test_session_ids_are_issued_by_the_server(limited, clips, references):
+    """Issue 36, item 3: an empty `session_id` opens a session and the response names it (128 random bits); an id
+    the server did not issue is NOT_FOUND, a name the client made up is INVALID_ARGUMENT."""
+    stub, _ = limited
+    pieces = chunks(clips[1], 4000)
+    opened = [stub.Predict(step_request(pieces[0], False, ""), timeout=TIMEOUT) for _ in range(3)]
+    ids = [text_of(r, "session_id") for r in opened]
+    assert len(set(ids)) == 3 and all(re.fullmatch("[0-9a-f]{32}", i) for i in ids), ids
+    code, error = code_of(stub.Predict, step_request(pieces[1], False, secrets.token_hex(16), 1), timeout=TIMEOUT)
+    assert code == "NOT_FOUND" and "not issued" in error.details(), code
+    code, error = code_of(stub.Predict, step_request(pieces[1], False, "user-1", 1), timeout=TIMEOUT)
+    assert code == "INVALID_ARGUMENT", code
+    for session in ids:  # each issued id carries its own stream to the end
+        for k, piece in enumerate(pieces[1:], start=1):
+            response = stub.Predict(step_request(piece, k == len(pieces) - 1, session, k), timeout=TIMEOUT)
+            assert text_of(response, "session_id") == session
+        assert text_of(response) == references[1][2]
+    code, error = code_of(stub.Predict, step_request(pieces[0], False, ids[0], len(pieces)), timeout=TIMEOUT)
+    assert code == "FAILED_PRECONDITION" and "ended" in error.details(), code
+
+
+def test_a_retried_chunk_is_applied_once(limited, clips, references):
+    """Issue 36, item 2: a step that repeats the last sequence number gets the stored answer (the chunk is not
+    applied again); a gap, or an older number, is FAILED_PRECONDITION."""
+    stub, _ = limited
+    wave, (_, greedy, beam) = clips[5], references[5]
+    pieces = chunks(wave, 4000)
+    session = text_of(stub.Predict(step_request(pieces[0], False, ""), timeout=TIMEOUT), "session_id")
+    first = stub.Predict(step_request(pieces[1], False, session, 1), timeout=TIMEOUT)
+    retried = stub.Predict(step_request(pieces[1], False, session, 1), timeout=TIMEOUT)  # the answer was "lost"
+    assert retried == first  # the stored answer: same log-probs, same transcript so far
+    for sequence in (3, 0):
+        code, error = code_of(stub.Predict, step_request(pieces[2], False, session, sequence), timeout=TIMEOUT)
+        assert code == "FAILED_PRECONDITION" and "sequence 2" in error.details(), (code, error)
+    for k, piece in enumerate(pieces[2:], start=2):
+        final = stub.Predict(step_request(piece, k == len(pieces) - 1, session, k), timeout=TIMEOUT)
+        if k == 3:  # a retry in the middle of the stream, too
+            assert stub.Predict(step_request(piece, False, session, k), timeout=TIMEOUT) == final
+    assert text_of(final) == beam  # every chunk counted once: the offline model's transcript
+    again = stub.Predict(step_request(pieces[-1], True, session, len(pieces) - 1), timeout=TIMEOUT)
+    assert again == final  # the final answer is kept for a retry too
+
+
+def test_an_expired_deadline_does_not_advance_the_session(server, clips, references):
+    """Issue 36, item 2: a step whose deadline passes while it waits for a batch (this server waits 2 s to fill
+    one) is dropped: the client gets DEADLINE_EXCEEDED and the session is where it was."""
+    wave, (_, _, beam) = clips[3], references[3]
+    first, last = chunks(wave, 8000)
+    session = text_of(server.Predict(step_request(first, False, ""), timeout=TIMEOUT), "session_id")
+    code, _ = code_of(server.Predict, step_request(last, True, session, 1), timeout=0.5)
+    assert code == "DEADLINE_EXCEEDED"
+    deadline = time.monotonic() + TIMEOUT
+    while True:  # the next number is still 1: step 1 was not applied
+        code, error = code_of(server.Predict, step_request(last, True, session, 2), timeout=TIMEOUT)
+        if "still running" not in str(error) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert code == "FAILED_PRECONDITION" and "sequence 1" in error.details(), (code, error)
+    response = server.Predict(step_request(last, True, session, 1), timeout=TIMEOUT)
+    assert text_of(response) == beam
+
+
+def test_a_session_is_capped_and_other_sessions_keep_answering(limited, clips, references):
+    """Issue 36, item 1: 20 minutes streamed into one session are refused (OUT_OF_RANGE, not applied) past
+    --max_stream_seconds (10 s here); another session streams to its end meanwhile; the capped one can still
+    end with a final chunk and get its transcript."""
+    from deepspeech2_serving.client import stream
+
+    stub, running = limited
+    chunk = np.tile(clips[2], 2)[:4 * RATE]  # 4 s: the export's longest chunk
+    count = 20 * 60 * RATE // len(chunk)  # 300 chunks: 20 minutes
+    other = {}
+
+    def other_stream():
+        other["result"] = stream(stub, "ds2", clips[0], chunk_samples=1600, timeout=TIMEOUT)
+        other["done"] = time.monotonic()
+
+    helper = threading.Thread(target=other_stream)
+    codes, session, sequence, details = [], "", 0, ""
+    for k in range(count):
+        code, answer = code_of(stub.Predict, step_request(chunk, False, session, sequence), timeout=TIMEOUT)
+        codes.append(code)
+        if code == "OK":
+            session, sequence = text_of(answer, "session_id"), sequence + 1
+        else:
+            details = answer.details()
+        if k == 2:
+            helper.start()  # once this stream is refused
+        if k == count // 2:
+            helper.join(TIMEOUT)  # the other stream has ended while this one is refused
+    refused_until = time.monotonic()
+    helper.join(TIMEOUT)
+    assert codes[:2] == ["OK", "OK"] and set(codes[2:]) == {"OUT_OF_RANGE"}, collections.Counter(codes)
+    assert f"{CAP_SECONDS:g} s" in details
+    assert other["result"].text == references[0][2] and other["done"] < refused_until
+    ended = stub.Predict(step_request(np.zeros(0, np.float32), True, session, sequence), timeout=TIMEOUT)
+    assert text_of(ended, "session_id") == session  # 8 s of audio taken, the rest refused
+
+
+def test_the_sessions_memory_together_is_bounded(model, clips):
+    """Issue 36, item 1: the sessions' states and log-probs together stay within --max_stream_memory_mb: a session
+    that doesn't fit is refused RESOURCE_EXHAUSTED, so is a step that would grow past it (not applied: the same
+    step goes through once memory is free); a final step always goes through, and ending a session frees its
+    memory."""
+    from deepspeech2_serving.server import ServeConfig, start
+
+    _, _, version, _ = model
+    state_bytes = 4 * json.loads((version / ASSETS_EXTRA / "export.json").read_text())["streaming"]["state_size"]
+    budget = 2 * state_bytes + 2000  # two sessions' states and a few steps of log-probs (116 bytes each)
+    running = start(ServeConfig(str(version.parent), port=0, poll_seconds=0, batching=None,
+                                max_stream_memory_bytes=budget))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            pieces = chunks(clips[2], 1600)
+            a = text_of(stub.Predict(step_request(pieces[0], False, ""), timeout=TIMEOUT), "session_id")
+            b = text_of(stub.Predict(step_request(pieces[0], False, ""), timeout=TIMEOUT), "session_id")
+            code, error = code_of(stub.Predict, step_request(pieces[0], False, ""), timeout=TIMEOUT)
+            assert code == "RESOURCE_EXHAUSTED" and "memory" in error.details(), code
+            sequence = 1
+            for piece in pieces[1:]:  # session a grows until the budget is spent
+                code, error = code_of(stub.Predict, step_request(piece, False, a, sequence), timeout=TIMEOUT)
+                if code != "OK":
+                    break
+                sequence += 1
+            assert code == "RESOURCE_EXHAUSTED" and "memory" in error.details(), code
+            assert running.predictor.sessions.bytes <= budget
+            stub.Predict(step_request(pieces[1], True, b, 1), timeout=TIMEOUT)  # b ends: its memory is free
+            stub.Predict(step_request(piece, False, a, sequence), timeout=TIMEOUT)  # the refused step, now taken
+            stub.Predict(step_request(pieces[0], True, a, sequence + 1), timeout=TIMEOUT)
+            assert running.predictor.sessions.bytes == 0
+    finally:
+        running.stop(5)
+
+
+def malformed(field, clip, size):
+    """A request whose `field` is a hand-built TensorProto with a shape its values don't fill (or overflow)."""
+    from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
+
+    def proto(dtype, dims, **values):
+        shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in dims])
+        return tensor_pb2.TensorProto(dtype=dtype, tensor_shape=shape, **values)
+
+    piece = clip[:1600]
+    if field == "wav":
+        request = predict_request("ds2", "transcribe_wav", {"wav": np.array([wav_bytes(clip, RATE)], object)})
+    elif field == "nbest":
+        request = predict_request("ds2", "transcribe_wav", {"wav": np.array([wav_bytes(clip, RATE)], object)}, nbest=1)
+    elif field == "state":
+        request = step_request(piece, False, state=np.zeros((1, size), np.float32))
+    elif field in ("session_id", "sequence"):
+        request = step_request(piece, False, session="")
+    else:
+        request = step_request(piece, False, state=np.zeros((1, size), np.float32))
+    bad = {
+        "waveforms": proto(types_pb2.DT_FLOAT, [1, 1600], tensor_content=b"\0" * 100),  # 25 floats for 1600
+        "lengths": proto(types_pb2.DT_INT32, [1], int_val=[1600, 1600]),
+        "final": proto(types_pb2.DT_BOOL, [1], bool_val=[False, True]),
+        "state": proto(types_pb2.DT_FLOAT, [1, size], tensor_content=b"\0" * (4 * size - 4)),
+        "wav": proto(types_pb2.DT_STRING, [1], string_val=[b"RIFF", b"RIFF"]),
+        "session_id": proto(types_pb2.DT_STRING, [1], string_val=[b"", b""]),
+        "sequence": proto(types_pb2.DT_INT64, [], int64_val=[0, 1]),
+        "nbest": proto(types_pb2.DT_INT32, [1], int_val=[1, 2]),
+        # One value repeated to 64 MB (TensorFlow fills a shape from its last value): over the message limit.
+        "waveforms from one value": proto(types_pb2.DT_FLOAT, [1, 1 << 24], float_val=[0.0]),
+    }[field]
+    request.inputs[field.split()[0]].CopyFrom(bad)
+    if field == "session_id":  # checked before the rules between inputs
+        del request.inputs["sequence"]
+    return request
+
+
+MALFORMED = ["waveforms", "lengths", "final", "state", "wav", "session_id", "sequence", "nbest",
+             "waveforms from one value"]
+
+
+@pytest.mark.parametrize("field", MALFORMED)
+def test_malformed_tensor_protos_are_invalid_argument(limited, clips, field):
+    """Issue 36, item 5: every input goes through one check; a TensorProto whose shape and values disagree is
+    INVALID_ARGUMENT naming the input (it was UNKNOWN for `session_id` and `nbest`)."""
+    stub, _ = limited
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Predict(malformed(field, clips[0], state_size(stub)), timeout=TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (e.value.code(), e.value.details())
+    assert f"`{field.split()[0]}`" in e.value.details()
+    assert "session_id" in stub.Predict(step_request(clips[4], True, ""), timeout=TIMEOUT).outputs  # still serving
 
 
 def test_session_store_limits(model):
     _, _, version, _ = model
     servable = Servable(version, "ds2", DecoderConfig(kind="greedy"))
     store = SessionStore(max_streams=1, idle_seconds=60)
-    session = store.acquire("a", servable)
+    session = store.open(servable)
+    assert re.fullmatch("[0-9a-f]{32}", session.id)
     with pytest.raises(RequestError) as e:  # one step at a time per stream
-        store.acquire("a", servable)
+        store.acquire(session.id)
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION
     with pytest.raises(RequestError) as e:  # at most max_streams sessions
-        store.acquire("b", servable)
+        store.open(servable)
     assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    with pytest.raises(RequestError) as e:  # ids the store did not issue
+        store.acquire(secrets.token_hex(16))
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
     store.release(session)
     store.idle_seconds = 0.0  # forgotten once idle: room for another stream
-    assert store.acquire("b", servable).id == "b" and len(store) == 1
+    other = store.open(servable)
+    assert other.id != session.id and len(store) == 1
+    with pytest.raises(RequestError) as e:
+        store.acquire(session.id)
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
 
 
 # ------------------------------------------------------------------------------------------- ds2-demo
