@@ -31,7 +31,8 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 #   make demo DEMO_SIZE=small    a smoke version of a few minutes: 3 minutes of audio, the tiny model
 # Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
 # are flite voices), TINY_NEURAL_SHARE (share of them that are neural voices: hibari's woman and Piper's joe,
-# spread into many speakers; docs/experiments.md E21), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
+# spread into many speakers; docs/experiments.md E21), TINY_VOICEBANK_SHARE (share of them that are voice banks of
+# real people: MBROLA, RHVoice and Pico from Debian contrib/non-free; E23), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
 # (the share of the extra flite voices given a woman's formants and pitch together), DEMO_MODEL (a
 # preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes; read from its model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
@@ -39,6 +40,7 @@ TINY_FLITE_SHARE ?= 0.2
 TINY_FLITE_FORMANTS ?= false
 TINY_FLITE_FEMALE ?= 0
 TINY_NEURAL_SHARE ?= 0.3
+TINY_VOICEBANK_SHARE ?= 0
 ifeq ($(DEMO_SIZE),full)
 # More audio and voices for fewer epochs: the same steps as 12 epochs of 1.5 h, and 2-3 points less CER
 # with the LM on dev and on festival's voices (docs/experiments.md, E13 and E14).
@@ -86,9 +88,10 @@ demo-data: $(DEMO_DATA)
 
 $(TINY)/train.jsonl: | deps
 	$(STAGE) "[1/8] tiny corpus: $(TINY_HOURS) h of English from espeak-ng, flite and neural voices"
+	$(if $(filter-out 0 0.0,$(TINY_VOICEBANK_SHARE)),@tools/apt-deps.sh voices)
 	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS) \
 		--flite_share $(TINY_FLITE_SHARE) --flite_formants=$(TINY_FLITE_FORMANTS) --flite_female $(TINY_FLITE_FEMALE) \
-		--neural_share $(TINY_NEURAL_SHARE)
+		--neural_share $(TINY_NEURAL_SHARE) --voicebank_share $(TINY_VOICEBANK_SHARE)
 
 $(TINY)/vocab.txt: $(TINY)/train.jsonl
 	$(STAGE) "[2/8] vocabulary, validation, shards, noise and statistics"
@@ -211,7 +214,7 @@ $(PEOPLE_RESULTS): $(TINY)/people.clean.jsonl
 
 # KenLM's lmplz too, as make demo builds it: without it the LM-building tests would skip.
 test: deps kenlm
-	@tools/apt-deps.sh heldout lmtext
+	@tools/apt-deps.sh heldout lmtext voices
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # The slow tests: the README's first run, make demo DEMO_SIZE=small (and LANG=zh, and demo-heldout: festival),

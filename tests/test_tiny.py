@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from deepspeech2.data import tiny
+from deepspeech2.data import tiny, voicebanks
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.data.tiny import TinyCorpusConfig, load_sentences, prepare_tiny
 from deepspeech2.text import is_cjk, normalize_english
@@ -473,3 +473,45 @@ def test_neural_share_of_a_large_corpus_and_its_spreads():
         TinyCorpusConfig(out_dir="x", flite_share=0.5, neural_share=0.5)
     with pytest.raises(ValueError, match="is for English"):
         TinyCorpusConfig(out_dir="x", language="zh", neural_share=0.2)
+
+
+@pytest.mark.skipif(bool(voicebanks.missing()), reason=f"needs {voicebanks.missing()}: {voicebanks.APT_HINT}")
+def test_voice_banks_are_their_share_of_training_in_no_other_split_and_identical_per_seed(tmp_path):
+    """16 training voices: 11 voice banks (each of the eleven once), 3 flite, 2 espeak-ng."""
+    config = dict(train_speakers=16, voicebank_share=0.7, hours=90 / 3600)
+    manifests = prepare_tiny(_config(tmp_path / "a", **config))
+    info = json.loads((tmp_path / "a" / "speakers.json").read_text())
+    engines = {s: collections.Counter(sp["engine"] for sp in info["splits"][s]) for s in tiny.SPLITS}
+    assert engines["train"] == {"mbrola": 4, "rhvoice": 5, "pico": 2, "flite": 3, "espeak-ng": 2}
+    assert engines["dev"].keys() == {"espeak-ng"} and engines["test"].keys() == {"espeak-ng", "flite"}
+    banks = {(sp["engine"], sp["voice"]) for sp in info["splits"]["train"] if sp["engine"] in voicebanks.ENGINES}
+    assert banks == {(e, v) for e, v, _ in voicebanks.VOICES}
+    assert {"mbrola", "rhvoice", "pico"} <= set(info["engines"])
+    heard = collections.Counter(u.extra["engine"] for u in manifests["train"])
+    assert all(heard[e] >= 2 for e in voicebanks.ENGINES), heard  # each engine speaks in the corpus
+    for u in manifests["train"]:
+        assert sf.info(u.audio_filepath).samplerate == 16000
+    prepare_tiny(_config(tmp_path / "b", num_workers=1, **config))
+    assert _tree(tmp_path / "a") == _tree(tmp_path / "b")
+
+
+def test_voice_bank_share_of_a_large_corpus_and_its_spreads():
+    speakers = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, flite_share=0.1,
+                                                   neural_share=0.2, voicebank_share=0.2))
+    base = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, flite_share=0.1))
+    assert speakers["dev"] == base["dev"] and speakers["test"] == base["test"]
+    count = collections.Counter(sp.engine for sp in speakers["train"])
+    assert count == {"mbrola": 80, "rhvoice": 100, "pico": 40, "hibari": 110, "piper": 110, "flite": 110,
+                     "espeak-ng": 550}
+    banks = [sp for sp in speakers["train"] if sp.engine in voicebanks.ENGINES]
+    born = {(e, v): g for e, v, g in voicebanks.VOICES}
+    crossed = [sp for sp in banks if sp.gender != born[sp.engine, sp.voice]]
+    assert 0.2 < len(crossed) / len(banks) < 0.4
+    assert all(sp.pitch >= 1.45 and sp.formant >= 1.1 for sp in crossed if sp.gender == "F")
+    assert all(sp.pitch <= 0.7 and sp.formant <= 0.92 for sp in crossed if sp.gender == "M")
+    kept = [sp for sp in banks if sp not in crossed]
+    assert all(0.92 <= sp.formant <= 1.08 for sp in kept) and np.std([sp.rate for sp in banks]) > 0.05
+    with pytest.raises(ValueError, match="`voicebank_share` must be in"):
+        TinyCorpusConfig(out_dir="x", flite_share=0.3, neural_share=0.3, voicebank_share=0.4)
+    with pytest.raises(ValueError, match="`voicebank_share` .* is for English"):
+        TinyCorpusConfig(out_dir="x", language="zh", voicebank_share=0.2)

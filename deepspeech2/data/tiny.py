@@ -1,4 +1,4 @@
-"""The tiny synthetic corpus: Debian fortunes read aloud by espeak-ng, flite and neural voices.
+"""The tiny synthetic corpus: Debian fortunes read aloud by espeak-ng, flite, neural voices and voice banks.
 
 It is the default data of the demo, so the whole pipeline runs with no download:
 
@@ -17,8 +17,10 @@ flite's only woman: flite has four usable voices, and a model that hears two of 
 than flite's way of speaking, so training gets three and dev none). Mandarin uses espeak-ng's
 `cmn-latn-pinyin` voice with the variants as speakers, less those whose inverted pitch range reverses the tones.
 `neural_share` of the training speakers are neural voices (deepspeech2/data/neural.py: hibari's woman and
-Piper's man, spread into many speakers by pitch, intonation, vocal-tract length, breathiness and rate); dev and
-test have none, so no test voice is ever a training voice. The synthesizers read the normalized transcript itself,
+Piper's man, spread into many speakers by pitch, intonation, vocal-tract length, breathiness and rate), and
+`voicebank_share` are voice banks of real people (deepspeech2/data/voicebanks.py: MBROLA's, RHVoice's and Pico's
+eleven English voices, spread by rate, pitch, vocal-tract length and gender); dev and test have neither, so no
+test voice is ever a training voice. The synthesizers read the normalized transcript itself,
 so audio and text always agree.
 
 Everything derives from `seed` by utterance index (a job's sentence, speaker and parameters never depend
@@ -54,7 +56,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info, resample, save_wav
-from deepspeech2.data import neural
+from deepspeech2.data import neural, voicebanks
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.fileio import atomic_write, write_json
 from deepspeech2.text import normalize_english, normalize_mandarin
@@ -123,6 +125,12 @@ HIBARI_MALE_PITCH = (0.5, 0.7)  # x heart's F0 (about 185 Hz): 90-130 Hz
 HIBARI_MALE_FORMANT = (0.8, 0.92)
 HIBARI_FEMALE_PITCH = (0.85, 1.25)  # 155-230 Hz
 HIBARI_FEMALE_FORMANT = (0.95, 1.1)
+# Voice banks (deepspeech2/data/voicebanks.py): a speaker keeps the person's gender, with a pitch and vocal tract
+# around theirs, or (VOICEBANK_CROSS of them) takes the other's: a man's F0 and formants raised, a woman's lowered.
+VOICEBANK_FORMANT = (0.92, 1.08)
+VOICEBANK_CROSS = 0.3
+VOICEBANK_TO_FEMALE = {"pitch": (1.45, 1.8), "formant": (1.1, 1.2)}
+VOICEBANK_TO_MALE = {"pitch": (0.55, 0.7), "formant": (0.84, 0.92)}
 HIBARI_INTONATION = (0.6, 1.5)  # factor on the F0 curve's excursions: flat to lively
 HIBARI_BREATH_DB = (-6.0, 6.0)  # gain of the noise part
 PIPER_FORMANT = (0.9, 1.3)  # joe's vocal tract and pitch (about 110 Hz) together: 100-145 Hz
@@ -171,6 +179,9 @@ class TinyCorpusConfig:
     # together (FLITE_FEMALE_FORMANT, FLITE_FEMALE_PITCH): flite's three training voices are men
     neural_share: float = 0.0  # en: this fraction of the training speakers are neural voices (NEURAL_VOICES in
     # turn, each speaker its own pitch, intonation, vocal tract, breathiness and rate); 0: none
+    voicebank_share: float = 0.0  # en: this fraction of the training speakers are voice banks of real people
+    # (deepspeech2/data/voicebanks.py: MBROLA, RHVoice, Pico; VOICES in turn, each its own rate, pitch, vocal
+    # tract and gender); 0: none
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
     progress: bool = True  # show a tqdm bar per split
 
@@ -190,9 +201,14 @@ class TinyCorpusConfig:
         if not 0 <= self.neural_share < 1 or not 0 <= self.flite_share + self.neural_share < 1:
             raise ValueError(f"`neural_share` must be in [0, 1) and leave room for espeak-ng voices beside "
                              f"`flite_share` ({self.flite_share}), got {self.neural_share!r}")
-        if self.neural_share and self.language != "en":
-            raise ValueError(f"`neural_share` ({self.neural_share}) is for English (`language`='en'), got "
-                             f"`language`={self.language!r}")
+        if not 0 <= self.voicebank_share < 1 or not self.flite_share + self.neural_share + self.voicebank_share < 1:
+            raise ValueError(f"`voicebank_share` must be in [0, 1) and leave room for espeak-ng voices beside "
+                             f"`flite_share` ({self.flite_share}) and `neural_share` ({self.neural_share}), got "
+                             f"{self.voicebank_share!r}")
+        for name in ("neural_share", "voicebank_share"):
+            if getattr(self, name) and self.language != "en":
+                raise ValueError(f"`{name}` ({getattr(self, name)}) is for English (`language`='en'), got "
+                                 f"`language`={self.language!r}")
         if not 0 <= self.flite_female <= 1:
             raise ValueError(f"`flite_female` must be in [0, 1], got {self.flite_female!r}")
         if not 1 <= self.min_words <= self.max_words:
@@ -217,7 +233,7 @@ class Speaker:
     """A fixed synthetic voice: one engine, voice and variant, with a base rate and pitch."""
 
     id: str  # "espeak-en-gb-scotland-m3", "flite-slt": the manifest's `speaker` and the wav folder
-    engine: str  # "espeak-ng", "flite", "hibari" or "piper"
+    engine: str  # "espeak-ng", "flite", "hibari", "piper", "mbrola", "rhvoice" or "pico"
     voice: str  # espeak-ng voice ("en-us", "cmn-latn-pinyin"), flite voice ("slt") or neural voice ("heart")
     variant: str | None  # espeak-ng variant ("m3"), None for flite
     gender: str  # "M" or "F"
@@ -227,7 +243,7 @@ class Speaker:
     word_gap: int = 0  # espeak-ng: extra pause between words, in 10 ms units (-g)
     formant: float = 1.0  # flite: vocal-tract factor, formants scaled by it (a shorter tract above 1); the
     # output is played this much faster, its duration and F0 set that much lower at synthesis (hibari: the
-    # envelopes warped; Piper: as flite)
+    # envelopes warped; Piper and the voice banks: as flite)
     intonation: float = 1.0  # hibari: factor on the F0 curve's excursions around its mean
     breath: float = 0.0  # hibari: gain of the noise part, in dB
 
@@ -572,7 +588,11 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
     wanted = round(config.neural_share * config.train_speakers) if en else 0
     neural_voices = {s: tuple(NEURAL_VOICES[s][j % len(NEURAL_VOICES[s])] for j in range(wanted if NEURAL_VOICES[s]
                                                                                         else 0)) for s in SPLITS}
-    sizes = {s: getattr(config, f"{s}_speakers") - len(flite[s]) - len(neural_voices[s]) for s in SPLITS}
+    wanted = round(config.voicebank_share * config.train_speakers) if en else 0
+    banks = {"train": tuple(voicebanks.VOICES[j % len(voicebanks.VOICES)] for j in range(wanted)), "dev": (),
+             "test": ()}
+    sizes = {s: getattr(config, f"{s}_speakers") - len(flite[s]) - len(neural_voices[s]) - len(banks[s])
+             for s in SPLITS}
     variants = _split_variants(female, male, sizes, rng)
     if en:
         train_accents = [a for a in EN_TRAIN_ACCENTS if a in voices] or ["en-us"]
@@ -626,6 +646,7 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
                                     engine="flite", voice=name, variant=None, gender=gender, rate=round(rate, 3),
                                     pitch=round(pitch, 3), f0=f0, formant=round(formant, 3)))
         speakers += _neural_speakers(neural_voices[split], np.random.default_rng([config.seed, 6, k]))
+        speakers += _voicebank_speakers(banks[split], np.random.default_rng([config.seed, 7, k]))
         out[split] = speakers
     return out
 
@@ -646,6 +667,23 @@ def _neural_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Gene
         speakers.append(Speaker(id=f"{engine}-{voice}-{seen[voice]}", engine=engine, voice=voice, variant=None,
                                 gender=gender, rate=round(rate, 3), pitch=round(pitch, 3), formant=round(formant, 3),
                                 intonation=round(intonation, 3), breath=round(breath, 2)))
+    return speakers
+
+
+def _voicebank_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Generator) -> list[Speaker]:
+    """One speaker per (engine, voice, gender) entry: the person's rate, pitch and vocal tract spread, some of
+    them crossed to the other gender."""
+    speakers, seen = [], collections.Counter()
+    for engine, voice, gender in voices:
+        seen[voice] += 1
+        rate, pitch = float(rng.uniform(*SPEAKER_RATE)), float(rng.uniform(*SPEAKER_PITCH))
+        formant = float(rng.uniform(*VOICEBANK_FORMANT))
+        if rng.random() < VOICEBANK_CROSS:
+            spread = VOICEBANK_TO_FEMALE if gender == "M" else VOICEBANK_TO_MALE
+            gender = "F" if gender == "M" else "M"
+            pitch, formant = float(rng.uniform(*spread["pitch"])), float(rng.uniform(*spread["formant"]))
+        speakers.append(Speaker(id=f"{engine}-{voice}-{seen[voice]}", engine=engine, voice=voice, variant=None,
+                                gender=gender, rate=round(rate, 3), pitch=round(pitch, 3), formant=round(formant, 3)))
     return speakers
 
 
@@ -692,6 +730,8 @@ def _synthesize(job: _Job, espeak: str, flite: str | None) -> tuple[np.ndarray, 
     if sp.engine in neural.ENGINES:
         voice = neural.NeuralVoice(pitch=job.pitch, intonation=sp.intonation, formant=sp.formant, breath=sp.breath)
         return neural.synthesize(sp.engine, job.text, job.rate, voice, seed=int(job.key(), 16))
+    if sp.engine in voicebanks.ENGINES:
+        return voicebanks.synthesize(sp.engine, sp.voice, job.text, job.rate, job.pitch, sp.formant)
     if sp.engine == "espeak-ng":
         pitch = int(np.clip(round(50 + 100 * math.log2(job.pitch)), 0, 99))  # 0-99 scale, 50 = voice default
         cmd = [espeak, "-v", f"{sp.voice}+{sp.variant}", "-s", str(round(ESPEAK_DEFAULT_WPM * job.rate)),
@@ -876,7 +916,12 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
                  "train": pool[reserve["dev"] + reserve["test"]:]}
     speakers = make_speakers(config, espeak)
     neural_engines = sorted({sp.engine for split in speakers.values() for sp in split if sp.engine in neural.ENGINES})
-    neural_versions = {engine: neural.load(engine) for engine in neural_engines}
+    versions = {engine: neural.load(engine) for engine in neural_engines}
+    bank_engines = sorted({sp.engine for sp in speakers["train"] if sp.engine in voicebanks.ENGINES})
+    if bank_engines and voicebanks.missing():
+        raise FileNotFoundError(f"`voicebank_share` needs {', '.join(voicebanks.missing())}, not on PATH; "
+                                f"{voicebanks.APT_HINT}")
+    versions |= {engine: voicebanks.version(engine) for engine in bank_engines}
     targets = {"train": config.hours * 3600, "dev": config.dev_minutes * 60, "test": config.test_minutes * 60}
 
     results = {}
@@ -897,7 +942,7 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
     with atomic_write(out_dir / "lm_text.txt") as f:
         for text in exclude_held_out(everything, held_out, config.language):
             f.write(text + "\n")
-    engines = {"espeak-ng": _version(espeak)} | ({"flite": _version(flite)} if flite else {}) | neural_versions
+    engines = {"espeak-ng": _version(espeak)} | ({"flite": _version(flite)} if flite else {}) | versions
     settings = {k: v for k, v in dataclasses.asdict(config).items()
                 if k not in ("out_dir", "num_workers", "progress")}
     write_json(out_dir / "speakers.json", {
