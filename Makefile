@@ -36,11 +36,11 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 # (the share of the extra flite voices given a woman's formants and pitch together), DEMO_MODEL (a
 # preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes; read from its model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
-TINY_FLITE_SHARE ?= 0.2
+TINY_FLITE_SHARE ?= 0.1
 TINY_FLITE_FORMANTS ?= false
 TINY_FLITE_FEMALE ?= 0
-TINY_NEURAL_SHARE ?= 0.3
-TINY_VOICEBANK_SHARE ?= 0
+TINY_NEURAL_SHARE ?= 0.25
+TINY_VOICEBANK_SHARE ?= 0.25
 ifeq ($(DEMO_SIZE),full)
 # More audio and voices for fewer epochs: the same steps as 12 epochs of 1.5 h, and 2-3 points less CER
 # with the LM on dev and on festival's voices (docs/experiments.md, E13 and E14).
@@ -87,7 +87,7 @@ DEMO_DATA := $(foreach s,$(SPLITS),$(TINY)/shards/$(s)/index.json) $(TINY)/mean_
 demo-data: $(DEMO_DATA)
 
 $(TINY)/train.jsonl: | deps
-	$(STAGE) "[1/8] tiny corpus: $(TINY_HOURS) h of English from espeak-ng, flite and neural voices"
+	$(STAGE) "[1/8] tiny corpus: $(TINY_HOURS) h of English from espeak-ng, flite, neural voices and voice banks"
 	$(if $(filter-out 0 0.0,$(TINY_VOICEBANK_SHARE)),@tools/apt-deps.sh voices)
 	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS) \
 		--flite_share $(TINY_FLITE_SHARE) --flite_formants=$(TINY_FLITE_FORMANTS) --flite_female $(TINY_FLITE_FEMALE) \
@@ -220,7 +220,7 @@ test: deps kenlm
 # The slow tests: the README's first run, make demo DEMO_SIZE=small (and LANG=zh, and demo-heldout: festival),
 # the Aishell recipe, and the ds2-demo page in headless Chromium (the browser set of apt packages).
 test-slow: deps kenlm
-	@tools/apt-deps.sh browser heldout
+	@tools/apt-deps.sh browser heldout voices
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 bench: deps
