@@ -227,7 +227,8 @@ def main():
     results = []
 
     def report(name, beam, texts, cpu):
-        row = {"decoder": name, "beam": beam, "rtf": cpu / seconds, "wer": 100 * wer(refs, texts)}
+        row = {"decoder": name, "beam": beam, "rtf": cpu / seconds,
+               "wer": 100 * wer(refs, texts, spaced=vocab.spaced)}
         results.append(row)
         print(f"{name:20s} {beam if beam else '-':>4}  RTF {row['rtf']:.4f}  WER {row['wer']:5.1f}%", flush=True)
 

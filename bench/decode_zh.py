@@ -12,7 +12,8 @@ in this process pinned to one core, by:
     floor-5     pyctcdecode's own rule: characters under log-probability -5 dropped (the frame's best kept)
     ds2-prune   DS2's 0.99 / 40
     default     DecoderConfig's defaults: DS2's 0.99 / 40 and pyctcdecode's -5 floor
-RTF = decoding CPU seconds / audio seconds; CER against the references (jiwer's definition, spaces ignored).
+RTF = decoding CPU seconds / audio seconds; CER against the references (`deepspeech2.metrics`, spaces ignored,
+as ds2-eval scores).
 Greedy decoding is the first line. Prints a table, then one JSON line.
 """
 
@@ -25,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
 import numpy as np  # noqa: E402
 
 from deepspeech2.data.manifest import read_manifest  # noqa: E402
@@ -80,7 +82,7 @@ def main():
     results = []
 
     def report(name, texts, cpu, candidates=None):
-        row = {"decoder": name, "rtf": cpu / seconds, "cer": 100 * cer(refs, texts, ignore_spaces=True),
+        row = {"decoder": name, "rtf": cpu / seconds, "cer": 100 * cer(refs, texts, spaced=vocab.spaced),
                "candidates_per_frame": candidates}
         results.append(row)
         per_frame = f"  {candidates:7.1f} candidates/frame" if candidates is not None else ""

@@ -14,6 +14,7 @@ import os
 import tempfile
 import time
 
+import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
 import tensorflow as tf
 
 from deepspeech2.data.augment import parse_augmentation

@@ -34,6 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 

@@ -12,6 +12,7 @@ import resource
 import tempfile
 import time
 
+import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.data.shards import ShardConfig, make_shards
 from deepspeech2.testing import make_manifest

@@ -29,9 +29,9 @@ import subprocess
 import sys
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
+import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -67,7 +67,7 @@ def _timed(fn) -> float:
 def train_step_flops(config, batch: int, frames: int) -> float:
     """Multiply-add FLOPs of one training step: 3x the forward pass (forward, input and weight grads)."""
     from deepspeech2.model import output_length
-    from deepspeech2.model.layers import conv_output_length
+    from deepspeech2.model.geometry import conv_output_length
 
     flops, time_steps, bins, channels = 0.0, frames, config.feature_dim, 1
     for filters, (kt, kf), (st, sf) in zip(config.conv_filters, config.conv_kernel_sizes, config.conv_strides):

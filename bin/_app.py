@@ -9,12 +9,12 @@ A flag that doesn't parse gives `ds2-x: error: ...` and exit status 1, and so do
 doesn't handle itself (a full disk, a missing permission, a file where a folder should be): one line naming the
 path, `ds2-x: error: cannot write PATH: No space left on device`, instead of a traceback.
 
-When stderr is not a terminal (a log file, `make demo > log`), progress bars refresh every 30 s and each
-refresh is its own line, instead of one carriage-return-separated line of many kilobytes.
+When stderr is not a terminal (a log file, `make demo > log`), progress bars refresh every 30 s
+(DS2_PROGRESS=log, see deepspeech2.progress) and each refresh is its own line, instead of one
+carriage-return-separated line of many kilobytes. DS2_PROGRESS=0 hides every bar, on a terminal or in a log.
 """
 
 import errno
-import functools
 import os
 import sys
 import textwrap
@@ -31,6 +31,7 @@ common flags:
 
 environment:
   DS2_TF_LOGS=1: Show TensorFlow's start-up and C++ log lines (oneDNN, CUDA, CPU features), hidden by default.
+  DS2_PROGRESS=0: No progress bars (log: a refresh every 30 s, what a log file gets anyway).
 """
 
 
@@ -169,12 +170,14 @@ class LogLines:
 
 
 def _progress_for_logs() -> None:
-    """Bars on stderr that isn't a terminal: a refresh every 30 s, one line each (`LogLines`)."""
+    """Bars on stderr that isn't a terminal: DS2_PROGRESS=log (a refresh every 30 s, for this command and the
+    ones it starts), one line each (`LogLines`). DS2_PROGRESS=0 stays: no bars."""
     if sys.stderr is None or sys.stderr.isatty():
         return
-    from tqdm import tqdm
+    from deepspeech2.progress import PROGRESS_ENV, progress_enabled
 
-    tqdm.__init__ = functools.partialmethod(tqdm.__init__, mininterval=30.0)
+    if progress_enabled():
+        os.environ[PROGRESS_ENV] = "log"
     sys.stderr = LogLines(sys.stderr)
 
 

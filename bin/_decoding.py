@@ -1,10 +1,15 @@
-"""The decoder flags ds2-eval, ds2-infer and ds2-tune share, and the DecoderConfig they make."""
+"""The decoder flags ds2-eval, ds2-infer, ds2-tune, ds2-serve and ds2-demo share, and the DecoderConfig they make
+(for ds2-serve and ds2-demo only when one is given: `override`)."""
 
 from absl import flags
 
 from deepspeech2.decode import DecoderConfig
 
 D = DecoderConfig
+# The flags that replace an export's recorded decoder; --decode_workers isn't one: a server decodes in the
+# request's thread.
+OVERRIDE_FLAGS = ("decoder", "lm", "unigrams", "beam_size", "alpha", "beta", "cutoff_prob", "cutoff_top_n",
+                  "token_min_logp", "beam_prune_logp")
 
 
 def define_flags(kind: str | None) -> None:
@@ -37,3 +42,9 @@ def config(values: flags.FlagValues) -> DecoderConfig:
                          token_min_logp=values.token_min_logp, beam_prune_logp=values.beam_prune_logp,
                          lm_path=values.lm if beam else None, unigrams_path=values.unigrams if beam else None,
                          num_workers=values["decode_workers"].value if "decode_workers" in values else D.num_workers)
+
+
+def override(values: flags.FlagValues) -> DecoderConfig | None:
+    """ds2-serve and ds2-demo: the DecoderConfig of the decoder flags given on the command line, or None when none
+    is given, so that the export's recorded decoder (assets.extra/decoder_config.json) is used."""
+    return config(values) if any(values[name].present for name in OVERRIDE_FLAGS) else None

@@ -17,11 +17,15 @@ import sys
 
 from absl import flags
 
+try:
+    from . import _inputs
+except ImportError:  # python bin/ds2_client.py
+    import _inputs
+
 flags.DEFINE_string("server", "localhost:8500", "host:port of the gRPC server.")
 flags.DEFINE_string("model_name", "ds2", "The model to ask for.")
-flags.DEFINE_string("manifest", None, "Transcribe lines of this manifest instead of files.")
-flags.DEFINE_integer("num_samples", 0, "With --manifest: N random lines; 0: all.")
-flags.DEFINE_integer("seed", 0, "Seed of the --num_samples draw.")
+_inputs.define_flags()
+flags.adopt_module_key_flags(_inputs)  # --help lists them with this command's own
 flags.DEFINE_integer("nbest", 0, "Also ask for the N best hypotheses of the server's beam decoder (ds2-serve).")
 flags.DEFINE_float("timeout", 60.0, "Seconds per request.")
 flags.DEFINE_string("json", "", "Also write the results (and latencies) as JSON here.")
@@ -29,11 +33,12 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
+    files = _inputs.files("ds2-client", argv, FLAGS)
     try:
         from deepspeech2.fileio import write_json
         from deepspeech2_serving.client import ClientConfig, format_results, results_json, transcribe
 
-        config = ClientConfig(server=FLAGS.server, model_name=FLAGS.model_name, files=tuple(argv[1:]),
+        config = ClientConfig(server=FLAGS.server, model_name=FLAGS.model_name, files=files,
                               manifest=FLAGS.manifest or "", num_samples=FLAGS.num_samples, seed=FLAGS.seed,
                               nbest=FLAGS.nbest, timeout_seconds=FLAGS.timeout)
         results = []
@@ -42,9 +47,10 @@ def main(argv):
             print(format_results([result]), flush=True)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-client: error: {e}")
+    summary = results_json(config, results)
     if FLAGS.json:
-        write_json(FLAGS.json, results_json(config, results))
-    sys.exit(1 if any(r.transcript is None for r in results) else 0)
+        write_json(FLAGS.json, summary)
+    _inputs.exit_status(summary["failed"])
 
 
 def run():

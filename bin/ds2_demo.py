@@ -42,8 +42,6 @@ _decoding.define_flags(kind="beam")
 flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
 flags.mark_flags_as_required(["model_dir"])
 FLAGS = flags.FLAGS
-DECODER_FLAGS = ("decoder", "lm", "unigrams", "beam_size", "alpha", "beta", "cutoff_prob", "cutoff_top_n",
-                 "token_min_logp", "beam_prune_logp")
 
 
 def main(argv):
@@ -53,10 +51,8 @@ def main(argv):
         from deepspeech2_serving.batching import BatchingConfig
         from deepspeech2_serving.demo import DemoConfig, serve
 
-        # Decoder flags given here replace the decoder the export recorded (assets.extra/decoder_config.json).
-        decoder = _decoding.config(FLAGS) if any(FLAGS[name].present for name in DECODER_FLAGS) else None
         config = DemoConfig(model_dir=FLAGS.model_dir, host=FLAGS.host, port=FLAGS.port, port_file=FLAGS.port_file,
-                            decoder=decoder, max_streams=FLAGS.max_streams,
+                            decoder=_decoding.override(FLAGS), max_streams=FLAGS.max_streams,
                             max_streams_per_client=FLAGS.max_streams_per_client, max_seconds=FLAGS.max_seconds,
                             allowed_origins=tuple(FLAGS.allowed_origins), idle_seconds=FLAGS.idle_seconds,
                             batching=BatchingConfig(max_batch_size=FLAGS.max_batch_size,

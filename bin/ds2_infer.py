@@ -16,16 +16,16 @@ import sys
 from absl import flags
 
 try:
-    from . import _decoding
+    from . import _decoding, _inputs
 except ImportError:  # python bin/ds2_infer.py
     import _decoding
+    import _inputs
 
 flags.DEFINE_string("model_dir", None, "Model bundle folder (a ds2-train workdir's model/).")
-flags.DEFINE_string("manifest", None, "Transcribe lines of this manifest instead of files.")
-flags.DEFINE_integer("num_samples", 0, "With --manifest: N random lines; 0: all.")
-flags.DEFINE_integer("seed", 0, "Seed of the --num_samples draw.")
+_inputs.define_flags()
 _decoding.define_flags(kind="greedy")
-flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
+flags.adopt_module_key_flags(_inputs)  # --help lists them with this command's own
+flags.adopt_module_key_flags(_decoding)
 flags.DEFINE_integer("batch_size", 16, "Utterances per acoustic-model call.")
 # deepspeech2.inference.MAX_SECONDS, not imported here: it loads TensorFlow, which --help doesn't need.
 flags.DEFINE_float("max_seconds", 600.0, "Refuse longer audio (s), by its header, with how to cut it into pieces "
@@ -35,14 +35,10 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-    files = argv[1:]
-    if bool(files) == bool(FLAGS.manifest):
-        sys.exit("ds2-infer: error: give audio files, or --manifest (not both)")
+    files = _inputs.files("ds2-infer", argv, FLAGS)
     try:
-        import numpy as np
-
         from deepspeech2.bundle import load_bundle
-        from deepspeech2.data.manifest import read_manifest
+        from deepspeech2.data.manifest import read_manifest, sample_utterances
         from deepspeech2.decode import Decoder
         from deepspeech2.decode.beam import check_lm_files
         from deepspeech2.inference import file_utterances, transcribe
@@ -51,10 +47,7 @@ def main(argv):
         check_lm_files(decoder_config)
         bundle = load_bundle(FLAGS.model_dir)
         if FLAGS.manifest:
-            utterances = read_manifest(FLAGS.manifest)
-            if 0 < FLAGS.num_samples < len(utterances):
-                keep = np.random.default_rng(FLAGS.seed).choice(len(utterances), FLAGS.num_samples, replace=False)
-                utterances = [utterances[i] for i in sorted(keep)]
+            utterances = sample_utterances(read_manifest(FLAGS.manifest), FLAGS.num_samples, FLAGS.seed)
         else:
             utterances = file_utterances(files)
         with Decoder(decoder_config, bundle.vocab) as decoder:
@@ -65,7 +58,7 @@ def main(argv):
         print(f"{r.source}\t{r.text}" if r.text is not None else f"{r.source}\terror: {r.error}")
         if r.reference is not None:
             print(f"  (reference: {r.reference})")
-    sys.exit(1 if any(r.text is None for r in results) else 0)
+    _inputs.exit_status(sum(r.text is None for r in results))
 
 
 def run():

@@ -66,8 +66,6 @@ flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's
 flags.mark_flags_as_required(["model_base_path"])
 FLAGS = flags.FLAGS
 BATCHING_FLAGS = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
-DECODER_FLAGS = ("decoder", "lm", "unigrams", "beam_size", "alpha", "beta", "cutoff_prob", "cutoff_top_n",
-                 "token_min_logp", "beam_prune_logp")
 
 
 def main(argv):
@@ -84,13 +82,11 @@ def main(argv):
         elif FLAGS.enable_batching:
             batching = BatchingConfig(**{name: FLAGS[name].value for name in BATCHING_FLAGS},
                                       wait_when_idle=FLAGS.batch_wait_when_idle)
-        # Decoder flags given here replace the decoder the export recorded (assets.extra/decoder_config.json).
-        decoder = _decoding.config(FLAGS) if any(FLAGS[name].present for name in DECODER_FLAGS) else None
         config = ServeConfig(model_base_path=FLAGS.model_base_path, model_name=FLAGS.model_name, host=FLAGS.host,
                              port=FLAGS.port, port_file=FLAGS.port_file, batching=batching,
                              max_message_bytes=FLAGS.max_message_bytes,
                              max_concurrent_requests=FLAGS.max_concurrent_requests,
-                             poll_seconds=FLAGS.file_system_poll_wait_seconds, decoder=decoder,
+                             poll_seconds=FLAGS.file_system_poll_wait_seconds, decoder=_decoding.override(FLAGS),
                              grace_seconds=FLAGS.grace_seconds, max_streams=FLAGS.max_streams,
                              stream_idle_seconds=FLAGS.stream_idle_seconds,
                              max_stream_seconds=FLAGS.max_stream_seconds,

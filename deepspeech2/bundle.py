@@ -3,7 +3,7 @@
     model.keras          the Keras model (weights and architecture)
     model_config.json    its ModelConfig
     feature_config.json  the FeatureConfig of its input features (also inside mean_std.npz)
-    mean_std.npz         the normalizer statistics (`deepspeech2.normalizer.Normalizer`)
+    mean_std.npz         the normalizer statistics (`deepspeech2.features.Normalizer`)
     vocab.txt            the output vocabulary (id 0 = CTC blank)
     train_config.json    how it was trained (informational; loading never needs the trainer)
 
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import keras
 
-from deepspeech2.features import FeatureConfig
+from deepspeech2.features import FeatureConfig, Normalizer
 from deepspeech2.fileio import durable_replace, make_parent, remove_stale_temps, temp_prefix, write_json
 from deepspeech2.model import ModelConfig
-from deepspeech2.normalizer import Normalizer
+from deepspeech2.model import deepspeech2 as _graph  # noqa: F401  registers the layers load_model reads
 from deepspeech2.vocab import Vocabulary
 
 

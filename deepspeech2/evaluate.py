@@ -3,7 +3,7 @@ transcripts.
 
     manifests -> audio -> features -> acoustic model (`deepspeech2.inference`, batched by length)
               -> decoder (`deepspeech2.decode`: greedy or beam search with a KenLM model)
-              -> WER and CER with substitution, deletion and insertion counts (jiwer)
+              -> WER and CER with substitution, deletion and insertion counts (`deepspeech2.metrics`)
 
 The report holds every utterance's reference, hypothesis and errors, the totals, the same figures per
 group of any manifest key (`speaker`, `environment` for CHiME-4, an accent...: the per-group tables DS2
@@ -13,9 +13,10 @@ longer than `EvalConfig.max_seconds` (refused by the header, with how to cut it)
 the reason and counted in the totals: one bad line never ends a long evaluation.
 
 The headline metric follows the vocabulary: WER for a vocabulary with a space (English), CER for one
-without (Mandarin, DS2 §6.2: no word boundaries, so a "word" would be a character). Both are always in the
-report. Reference characters the model's vocabulary lacks (which it can only answer with `<unk>`, or not at
-all) are counted: they are errors no decoder can avoid.
+without (Mandarin, DS2 §6.2). Both are always in the report, scored as the trainer's dev set and ds2-tune
+score them (`deepspeech2.metrics`): without word boundaries a "word" is a character, so Mandarin WER == CER.
+Reference characters the model's vocabulary lacks (which it can only answer with `<unk>`, or not at all) are
+counted: they are errors no decoder can avoid.
 """
 
 from __future__ import annotations
@@ -29,14 +30,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import jiwer
-from tqdm import tqdm
-
 from deepspeech2.bundle import load_bundle
 from deepspeech2.data.manifest import Utterance, read_manifest
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.fileio import write_json
 from deepspeech2.inference import MAX_SECONDS, compute_log_probs
+from deepspeech2.metrics import Errors, char_errors, summarize, word_errors
+from deepspeech2.progress import progress_bar
 from deepspeech2.vocab import UNK_CHAR, Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -70,35 +70,6 @@ class EvalConfig:
             raise ValueError(f"`max_seconds` must be > 0 (or None: no limit), got {self.max_seconds!r}")
 
 
-def score(references: Sequence[str], hypotheses: Sequence[str], spaced: bool = True) -> dict:
-    """Corpus WER and CER with their edit counts (jiwer).
-
-    Args:
-        references, hypotheses: transcripts, pairwise.
-        spaced: the language separates words with spaces (English). Without (Mandarin) the CER ignores
-            spaces and the WER counts characters as words.
-
-    Returns:
-        `wer`, `cer`, and `words`/`chars` (reference counts) with `word_substitutions`, `word_deletions`,
-        `word_insertions` and the `char_*` counterparts.
-    """
-    refs, hyps = list(references), list(hypotheses)
-    if not refs:
-        return {"utterances": 0, "wer": None, "cer": None}
-    if not spaced:
-        refs, hyps = [" ".join(r.replace(" ", "")) for r in refs], [" ".join(h.replace(" ", "")) for h in hyps]
-    words = jiwer.process_words(refs, hyps)
-    chars = jiwer.process_characters([r.replace(" ", "") for r in refs] if not spaced else refs,
-                                     [h.replace(" ", "") for h in hyps] if not spaced else hyps)
-    out = {"utterances": len(refs)}
-    for name, m in (("word", words), ("char", chars)):
-        total = m.hits + m.substitutions + m.deletions
-        out.update({f"{name}s": total, f"{name}_substitutions": m.substitutions, f"{name}_deletions": m.deletions,
-                    f"{name}_insertions": m.insertions})
-        out["wer" if name == "word" else "cer"] = (m.substitutions + m.deletions + m.insertions) / max(total, 1)
-    return out
-
-
 def evaluate(config: EvalConfig) -> dict:
     """Decode and score `config.manifests`; returns the report (also written to `config.report_path`).
 
@@ -128,7 +99,7 @@ def evaluate(config: EvalConfig) -> dict:
     hypotheses: list[str] = []
     t0 = time.perf_counter()
     with Decoder(config.decoder, bundle.vocab) as decoder:
-        bar = tqdm(total=len(ok), desc="decode", unit="utt", disable=not config.progress)
+        bar = progress_bar(total=len(ok), desc="decode", unit="utt", show=config.progress)
         for start in range(0, len(ok), DECODE_CHUNK):
             chunk = [acoustic.log_probs[i] for i in ok[start:start + DECODE_CHUNK]]
             hypotheses += decoder.decode_utterances(chunk)
@@ -139,17 +110,13 @@ def evaluate(config: EvalConfig) -> dict:
     spaced = bundle.vocab.spaced  # English separates words; Mandarin (a character vocabulary) doesn't
     scored = [utterances[i] for i in ok]
     references = [" ".join(u.text.split()) for u in scored]
-    per_utterance = []
-    for u, ref, hyp in zip(scored, references, hypotheses):
-        s = score([ref], [hyp], spaced)
-        per_utterance.append({"audio_filepath": u.audio_filepath, "offset": u.offset, "duration": u.duration,
-                              "reference": ref, "hypothesis": hyp,
-                              "word_errors": s["word_substitutions"] + s["word_deletions"] + s["word_insertions"],
-                              "words": s["words"],
-                              "char_errors": s["char_substitutions"] + s["char_deletions"] + s["char_insertions"],
-                              "chars": s["chars"],
-                              **{key: _key(u, key) for key in config.group_by}})
-    totals = score(references, hypotheses, spaced)
+    words = [word_errors(r, h, spaced=spaced) for r, h in zip(references, hypotheses)]
+    chars = [char_errors(r, h, spaced=spaced) for r, h in zip(references, hypotheses)]
+    per_utterance = [{"audio_filepath": u.audio_filepath, "offset": u.offset, "duration": u.duration,
+                      "reference": ref, "hypothesis": hyp, "word_errors": w.edits, "words": w.reference,
+                      "char_errors": c.edits, "chars": c.reference, **{key: _key(u, key) for key in config.group_by}}
+                     for u, ref, hyp, w, c in zip(scored, references, hypotheses, words, chars)]
+    totals = summarize(words, chars)
     audio = acoustic.audio_seconds
     report = {
         "model_dir": str(config.model_dir),
@@ -159,7 +126,7 @@ def evaluate(config: EvalConfig) -> dict:
         "headline_metric": bundle.vocab.metric,
         "totals": {**totals, "skipped": len(acoustic.skipped), "scored": len(ok)},
         "out_of_vocabulary": out_of_vocabulary(references, hypotheses, bundle.vocab),
-        "groups": {key: _groups(per_utterance, references, hypotheses, key, spaced) for key in config.group_by},
+        "groups": {key: _groups(per_utterance, words, chars, key) for key in config.group_by},
         "timing": {
             "audio_seconds": round(audio, 3),
             "load_seconds": round(acoustic.load_seconds, 3),
@@ -230,12 +197,11 @@ def format_report(report: dict, examples: int = 0) -> str:
     return "\n".join(lines)
 
 
-def _groups(per_utterance: list[dict], references, hypotheses, key: str, spaced: bool) -> dict:
+def _groups(per_utterance: list[dict], words: list[Errors], chars: list[Errors], key: str) -> dict:
     members: dict[str, list[int]] = {}
     for i, u in enumerate(per_utterance):
         members.setdefault(u[key], []).append(i)
-    return {name: score([references[i] for i in idx], [hypotheses[i] for i in idx], spaced)
-            for name, idx in sorted(members.items())}
+    return {name: summarize([words[i] for i in idx], [chars[i] for i in idx]) for name, idx in sorted(members.items())}
 
 
 def _key(u: Utterance, key: str) -> str:

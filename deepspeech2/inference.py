@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
-from tqdm import tqdm
 
 from deepspeech2.bundle import Bundle, load_bundle
-from deepspeech2.data.manifest import TooLongError, Utterance, load_utterance, read_manifest
+from deepspeech2.data.manifest import TooLongError, Utterance, load_utterance, read_manifest, sample_utterances
 from deepspeech2.features import featurize
+from deepspeech2.progress import progress_bar
 from deepspeech2.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_siz
         bundle: a loaded model bundle (`deepspeech2.bundle.load_bundle`).
         utterances: manifest lines (`deepspeech2.data.manifest.read_manifest`).
         batch_size: utterances per model call.
-        progress: show a tqdm progress bar.
+        progress: show a progress bar (`deepspeech2.progress`).
         max_seconds: longer audio is refused by its header, unread, with how to cut it (None: no limit).
 
     Returns:
@@ -86,7 +86,7 @@ def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_siz
     audio = load_time = model_time = 0.0
     order = sorted(range(len(utterances)), key=lambda i: utterances[i].duration)
     rate = bundle.feature_config.sample_rate
-    bar = tqdm(total=len(utterances), desc="acoustic model", unit="utt", disable=not progress)
+    bar = progress_bar(total=len(utterances), desc="acoustic model", unit="utt", show=progress)
     for start in range(0, len(order), batch_size):
         waves, indices = [], []
         t0 = time.perf_counter()
@@ -172,10 +172,7 @@ def manifest_log_probs(model_dir: str | os.PathLike, manifest: str | os.PathLike
     if max_utterances < 0:
         raise ValueError(f"`max_utterances` must be >= 0 (0: all), got {max_utterances!r}")
     bundle = load_bundle(model_dir)
-    utterances = read_manifest(manifest)
-    if max_utterances and max_utterances < len(utterances):
-        keep = np.sort(np.random.default_rng(seed).choice(len(utterances), max_utterances, replace=False))
-        utterances = [utterances[i] for i in keep]
+    utterances = sample_utterances(read_manifest(manifest), max_utterances, seed)
     outputs = compute_log_probs(bundle, utterances, batch_size=batch_size, progress=progress, max_seconds=max_seconds)
     ok = [i for i, lp in enumerate(outputs.log_probs) if lp is not None]
     if not ok:

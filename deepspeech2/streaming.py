@@ -38,11 +38,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from deepspeech2.features import FeatureConfig, featurize
+from deepspeech2.features import FeatureConfig, Normalizer, featurize
 from deepspeech2.model.config import ModelConfig
-from deepspeech2.model.layers import same_padding
-from deepspeech2.normalizer import Normalizer
-from deepspeech2.vocab import BLANK_ID, Vocabulary
+from deepspeech2.model.geometry import same_padding
 
 
 @dataclass(frozen=True)
@@ -344,36 +342,4 @@ def streaming_step(streaming: StreamingModel):
         tf.TensorSpec([None, streaming.state_size], tf.float32), tf.TensorSpec([None], tf.bool)])
 
 
-class GreedyStream:
-    """Incremental best-path decoding of one stream: feed each step's log-probs, read the partial transcript.
-
-    Repeats are merged across chunk boundaries (the last label is carried), so the text equals
-    `greedy_decode` of the concatenated log-probs at every point.
-    """
-
-    def __init__(self, vocab: Vocabulary):
-        self.vocab = vocab
-        self.ids: list[int] = []
-        self._last = BLANK_ID
-        self.steps = 0
-
-    def update(self, log_probs: np.ndarray) -> str:
-        """Add `(steps, vocab_size)` new log-probs; returns the transcript so far."""
-        best = np.argmax(np.asarray(log_probs), axis=-1)
-        for i in best.tolist():
-            if i != self._last and i != BLANK_ID:
-                self.ids.append(i)
-            self._last = i
-        self.steps += len(best)
-        return self.text
-
-    @property
-    def text(self) -> str:
-        """The transcript so far, joined as `Decoder` joins greedy text (single spaces; none for a character
-        language)."""
-        text = self.vocab.decode(self.ids)
-        return " ".join(text.split()) if " " in self.vocab.tokens() else "".join(text.split())
-
-
-__all__ = ["GreedyStream", "Segment", "StreamingModel", "check_streamable", "is_streamable", "last_label",
-           "streaming_step"]
+__all__ = ["Segment", "StreamingModel", "check_streamable", "is_streamable", "last_label", "streaming_step"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -39,3 +41,15 @@ def make_manifest(directory: str | os.PathLike, n: int = 4, min_seconds: float =
     manifest = directory / name
     write_manifest(manifest, utts)
     return manifest, utts
+
+
+def modules_loaded_by(code: str, prefixes: tuple[str, ...], timeout: float = 300) -> list[str]:
+    """Run `code` in a fresh Python and return the loaded modules whose names start with one of `prefixes`.
+
+    Raises:
+        AssertionError: the code failed (its stderr's end is the message).
+    """
+    probe = code + f"\nimport sys\nprint(sorted(m for m in sys.modules if m.startswith({tuple(prefixes)!r})))\n"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return eval(out.stdout.strip().splitlines()[-1])  # noqa: S307  our own probe's printed list

@@ -21,7 +21,8 @@ Work directory layout:
                    compared on resume. Every worker of a cluster resumes from here; the others write theirs to
                    workertemp_<task id>/, which nobody reads (TF's multi-worker checkpoint layout)
     model/         the bundle of the epoch with the best dev WER (DS2 §5), or CER for a vocabulary without
-                   spaces (Mandarin: a sentence is one "word"); the last epoch without dev data
+                   spaces (Mandarin, DS2 §6.2; its WER counts characters, so the two agree); the last epoch
+                   without dev data
     last/          the bundle of the last finished epoch, or of the step `max_train_minutes` ended on
                    (`deepspeech2.bundle`)
     averaged/      with `average_epochs` N > 1: the bundle of the mean weights of the last N epochs (ESPnet's
@@ -45,7 +46,6 @@ import math
 import os
 import shutil
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,12 +58,12 @@ from deepspeech2.bundle import init_from, save_bundle
 from deepspeech2.data.augment import parse_augmentation
 from deepspeech2.data.pipeline import PipelineConfig, count_infeasible, make_dataset
 from deepspeech2.data.shards import load_index, read_shards
-from deepspeech2.features import FeatureConfig
+from deepspeech2.features import FeatureConfig, Normalizer
 from deepspeech2.fileio import atomic_write, exclusive_lock, write_json
 from deepspeech2.metrics import cer, wer
 from deepspeech2.decode import greedy_decode
 from deepspeech2.model import ModelConfig, build_model
-from deepspeech2.normalizer import Normalizer
+from deepspeech2.progress import step_bar
 from deepspeech2.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -73,7 +73,6 @@ MIXED_POLICIES = ("", "mixed_bfloat16", "mixed_float16", "auto")
 BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of CPUs with native bf16 matmuls
 OPTIMIZERS = ("adam", "sgd")
 LR_SCHEDULES = ("exponential", "cosine")
-LOG_PROGRESS_SECONDS = 30  # without a terminal, a progress line this often (not a redrawn bar)
 CUDNN_MAX_LABEL_LENGTH = 256  # cuDNN's CTC fails (an unexplained launch failure) on longer label sequences
 FP16_INITIAL_SCALE = 2.0**15  # dynamic loss scaling for mixed_float16, as Keras's LossScaleOptimizer
 FP16_GROWTH_STEPS = 2000  # finite steps in a row before the loss scale doubles
@@ -708,12 +707,12 @@ class Trainer:
         benchmark = bool(config.benchmark_batch_size or config.benchmark_max_step)  # log every step
         sorted_epoch = epoch == 0 and self.pipeline.sortagrad
         target = self.sorted_steps if sorted_epoch else int(self.epoch_steps.numpy()) or None
-        bar = progress_bar(target, f"epoch {epoch + 1}", config.verbose == 1 and chief and not benchmark)
-        bar.update(skip)
-        t_epoch = time.perf_counter()
-        if config.verbose and chief:
+        if config.verbose and chief:  # before the bar, which a terminal draws at once
             print(f"epoch {epoch + 1}/{config.epochs}" + (f" (resuming at batch {skip})" if skip else "")
                   + (" [SortaGrad: sorted by duration]" if sorted_epoch else ""))
+        bar = step_bar(target, f"epoch {epoch + 1}", config.verbose == 1 and chief and not benchmark)
+        bar.update(skip)
+        t_epoch = time.perf_counter()
         bad_in_row = 0
         t_last = time.perf_counter()
         for batch in iterator:
@@ -931,7 +930,12 @@ def _show(value) -> str:
 
 def evaluate(eval_fn, shard_dirs, feature_config, normalizer, vocab, pipeline: PipelineConfig,
              num_examples: int = 3) -> tuple[float, float, list[tuple[str, str]]]:
-    """Greedy-decode the shards; returns (WER, CER, a few (reference, hypothesis) pairs)."""
+    """Greedy-decode the shards; returns (WER, CER, a few (reference, hypothesis) pairs).
+
+    Scored by `deepspeech2.metrics` as ds2-eval and ds2-tune score, by `vocab.spaced`: for a vocabulary without
+    a space (Mandarin) a word is a character, so the dev WER equals the dev CER (before, the dev WER counted
+    whitespace-separated "words", a whole sentence for unspaced Mandarin).
+    """
     refs, hyps = [], []
     ds = make_dataset(shard_dirs, feature_config, normalizer, None, pipeline, training=False, keep_text=True)
     for features, lengths, _, _, text in ds:
@@ -939,8 +943,8 @@ def evaluate(eval_fn, shard_dirs, feature_config, normalizer, vocab, pipeline: P
         for ids, ref in zip(greedy_decode(outputs["logits"], outputs["output_lengths"]), text.numpy()):
             refs.append(ref.decode("utf-8"))
             hyps.append(vocab.decode(ids))
-    spaced = any(" " in r for r in refs)
-    return wer(refs, hyps), cer(refs, hyps, ignore_spaces=not spaced), list(zip(refs, hyps))[:num_examples]
+    return (wer(refs, hyps, spaced=vocab.spaced), cer(refs, hyps, spaced=vocab.spaced),
+            list(zip(refs, hyps))[:num_examples])
 
 
 def _audio_summary(shard_dirs, augmentation, sample_rate: int) -> None:
@@ -956,42 +960,6 @@ def _read_epochs(workdir: Path) -> list[dict]:
     except json.JSONDecodeError:
         logger.warning("%s is not valid JSON; starting a new one", path)
         return []
-
-
-class _LineProgress:
-    """Progress for logs (no terminal): one line every LOG_PROGRESS_SECONDS and one at the end, instead of
-    a bar redrawn in place, which a log file keeps as one very long line."""
-
-    def __init__(self, target, name):
-        self.target, self.name = target, name
-        self.start = self.last = time.perf_counter()
-        self.values = {}
-        self.printed = None  # the step of the last line
-
-    def update(self, current, values=None, finalize=False):
-        self.values.update(values or [])
-        now = time.perf_counter()
-        if (not finalize and now - self.last < LOG_PROGRESS_SECONDS) or current == self.printed:
-            return
-        self.last, self.printed = now, current
-        # The target is an estimate (the last epoch's count): past it, the count alone.
-        done = f"{current}/{self.target}" if self.target and current <= self.target else f"{current}"
-        stats = " ".join(f"{k} {v:.4g}" for k, v in self.values.items())
-        print(f"{self.name}: step {done} {now - self.start:.0f}s {stats}".rstrip(), flush=True)
-
-
-class _NoProgress:
-    def update(self, *args, **kwargs):
-        pass
-
-
-def progress_bar(target: int | None, name: str, show: bool):
-    """Keras's progress bar on a terminal, a line every 30 s in a log, nothing when not `show`."""
-    if not show:
-        return _NoProgress()
-    if sys.stdout.isatty():
-        return keras.utils.Progbar(target, stateful_metrics=["loss", "lr", "ips"])
-    return _LineProgress(target, name)
 
 
 def plot_learning_curve(epochs: list[dict], png: str | Path) -> None:

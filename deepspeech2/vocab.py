@@ -155,14 +155,18 @@ class Vocabulary:
     @property
     def spaced(self) -> bool:
         """Whether words are separated by spaces (English); False for a character language (Mandarin), which
-        decodes with a character LM and is scored by CER."""
+        decodes with a character LM and is scored by CER.
+
+        The one rule of "is this language spaced?": training, ds2-tune, ds2-eval and bench/ all score with
+        `deepspeech2.metrics` given `spaced=vocab.spaced`, which makes a character a word when False.
+        """
         return " " in self._ids
 
     @property
     def metric(self) -> str:
         """The error rate that ranks models, tunes the decoder and heads reports: "wer" with a space
-        (English), else "cer" (Mandarin: without word boundaries a sentence is one "word", and DS2 §6.2
-        reports Mandarin by CER)."""
+        (English), else "cer" (Mandarin: DS2 §6.2 reports it by CER; without word boundaries its WER counts
+        characters as words and so equals the CER)."""
         return "wer" if self.spaced else "cer"
 
     def tokens(self) -> list[str]:

@@ -1,10 +1,12 @@
 """SavedModel export for TF Serving, installed as the package `deepspeech2_export`.
 
     saved_model.py  `ExportConfig`, `export_model`: a model bundle -> EXPORT_DIR/<model_name>/<version>/
+    requests.py     `predict_request`, `wav_bytes`: requests for these signatures (clients, the warm-up file)
 
 The names below are the contract between an export and its servers (stock `tensorflow_model_server` and
 `ds2-serve`). This module holds only these constants, so `deepspeech2_serving` can import them without
-loading the exporter (which imports Keras and the model code the server must never load).
+loading the exporter (which imports Keras and the model code the server must never load). The contract runs
+one way: `deepspeech2_serving` imports this package, never the other way round.
 
 Signatures (both give the same outputs):
     serving_default   waveforms float32 (batch, samples) in [-1, 1], zero-padded + lengths int32 (batch,)

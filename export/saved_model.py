@@ -48,6 +48,7 @@ from deepspeech2.vocab import BLANK_ID
 from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, FINAL, LENGTHS, LOG_PROBS,
                                 OUTPUT_LENGTHS, SERVING_DEFAULT, STATE, STREAM_STEP, TRANSCRIBE_WAV, TRANSCRIPTS,
                                 UNIGRAMS, WARMUP_REQUESTS, WAV, WAVEFORMS)
+from deepspeech2_export.requests import predict_request, wav_bytes
 
 MAX_AUDIO_SECONDS = 60.0  # default limit per utterance: DS2 serves utterances, not hour-long recordings
 # TF Serving's model names: letters, digits, '_', '-', '.'; the name is also a folder name.
@@ -104,7 +105,8 @@ def min_samples(bundle: Bundle) -> int:
 
 def greedy_transcripts(log_probs: tf.Tensor, lengths: tf.Tensor, tokens: list[str], previous: tf.Tensor | None = None,
                        join: bool = True) -> tf.Tensor:
-    """Best-path decoding in the graph, the same text as `Decoder(DecoderConfig(kind="greedy"))`.
+    """Best-path decoding in the graph: the twin of `deepspeech2.decode.greedy` (`greedy_decode` + `ids_to_text`;
+    with `previous`, `GreedyStream`), the same text as `Decoder(DecoderConfig(kind="greedy"))`.
 
     Args:
         log_probs: float32 (batch, steps, vocab).
@@ -334,8 +336,6 @@ def write_warmup_requests(path: Path, model_name: str, sample_rate: int, state_s
     `tensorflow_model_server` and `ds2-serve` run them before the version takes traffic). `state_size` > 0 adds
     a stream_step request (a new stream's first and last chunk)."""
     from tensorflow_serving.apis import prediction_log_pb2
-
-    from deepspeech2_serving.client import predict_request, wav_bytes
 
     audio = warmup_audio(sample_rate)
     requests = [predict_request(model_name, SERVING_DEFAULT, {WAVEFORMS: audio[None],

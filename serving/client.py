@@ -17,7 +17,6 @@ the server answers a repeat from the stored result, so a chunk is never applied 
 
 from __future__ import annotations
 
-import io
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,11 +25,11 @@ from pathlib import Path
 
 import grpc
 import numpy as np
-import soundfile as sf
 import tensorflow as tf
 from tensorflow_serving.apis import get_model_metadata_pb2, predict_pb2, prediction_service_pb2_grpc
 
 from deepspeech2_export import FINAL, LENGTHS, STREAM_STEP, TRANSCRIBE_WAV, TRANSCRIPTS, WAV, WAVEFORMS
+from deepspeech2_export.requests import predict_request, wav_bytes  # the export's contract; re-exported here
 from deepspeech2_serving.servable import (NBEST, NBEST_SCORES, NBEST_TRANSCRIPTS, SEQUENCE, SESSION_ID,
                                           SESSION_TRANSCRIPTS)
 
@@ -75,29 +74,12 @@ class ClientResult:
     model_version: int | None = None  # the version that answered
 
 
-def wav_bytes(waveform: np.ndarray, sample_rate: int) -> bytes:
-    """A mono float waveform (in [-1, 1]) as the bytes of a 16-bit PCM WAV file."""
-    buffer = io.BytesIO()
-    sf.write(buffer, np.clip(np.asarray(waveform, np.float32), -1, 1), sample_rate, subtype="PCM_16", format="WAV")
-    return buffer.getvalue()
-
-
-def predict_request(model_name: str, signature: str, inputs: dict, nbest: int = 0) -> predict_pb2.PredictRequest:
-    """A PredictRequest: `inputs` maps input names to numpy arrays (bytes as dtype=object); `nbest` > 0 adds
-    the ds2-serve option for the n-best."""
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = model_name
-    request.model_spec.signature_name = signature
-    for key, value in inputs.items():
-        request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
-    if nbest:
-        request.inputs[NBEST].CopyFrom(tf.make_tensor_proto(nbest, dtype=tf.int32))
-    return request
-
-
 def wav_request(model_name: str, data: bytes, nbest: int = 0) -> predict_pb2.PredictRequest:
-    """transcribe_wav on one WAV file's bytes."""
-    return predict_request(model_name, TRANSCRIBE_WAV, {WAV: np.array([data], dtype=object)}, nbest)
+    """transcribe_wav on one WAV file's bytes; `nbest` > 0 adds the ds2-serve option for the n-best."""
+    inputs = {WAV: np.array([data], dtype=object)}
+    if nbest:
+        inputs[NBEST] = np.int32(nbest)
+    return predict_request(model_name, TRANSCRIBE_WAV, inputs)
 
 
 def stream_request(model_name: str, chunk: np.ndarray, final: bool, session_id: str = "", sequence: int = 0
@@ -105,12 +87,9 @@ def stream_request(model_name: str, chunk: np.ndarray, final: bool, session_id: 
     """One step of a ds2-serve streaming session: `chunk` float32 (samples,); `session_id` "" with `sequence` 0
     opens a session."""
     chunk = np.asarray(chunk, np.float32).reshape(1, -1)
-    request = predict_request(model_name, STREAM_STEP, {WAVEFORMS: chunk, LENGTHS: np.array([chunk.shape[1]],
-                                                                                             np.int32),
-                                                        FINAL: np.array([bool(final)])})
-    request.inputs[SESSION_ID].CopyFrom(tf.make_tensor_proto(np.array([session_id.encode()], dtype=object)))
-    request.inputs[SEQUENCE].CopyFrom(tf.make_tensor_proto(np.array([sequence], np.int64)))
-    return request
+    return predict_request(model_name, STREAM_STEP, {
+        WAVEFORMS: chunk, LENGTHS: np.array([chunk.shape[1]], np.int32), FINAL: np.array([bool(final)]),
+        SESSION_ID: np.array([session_id.encode()], dtype=object), SEQUENCE: np.array([sequence], np.int64)})
 
 
 @dataclass(frozen=True)

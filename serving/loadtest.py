@@ -196,7 +196,7 @@ def format_report(report: dict) -> str:
 def synthetic_utterances(seconds: float, count: int = 8) -> tuple[list[bytes], list[float]]:
     """`count` different speech-like clips of `seconds` each, as WAV bytes at 16 kHz."""
     from deepspeech2.testing import make_clip
-    from deepspeech2_serving.client import wav_bytes
+    from deepspeech2_export.requests import wav_bytes
 
     return [wav_bytes(make_clip(seconds, seed=i), SAMPLE_RATE) for i in range(count)], [seconds] * count
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
-from deepspeech2.vocab import BLANK_ID
+from deepspeech2.decode.greedy import GreedyStream
 from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE
 from deepspeech2_serving.servable import RequestError, Servable
 
@@ -72,9 +72,7 @@ class StreamSession:
         self.state = np.zeros((1, servable.state_size), np.float32)
         self._log_probs: list[np.ndarray] = []
         self._keep_log_probs = servable.lm_decoder is not None  # only the final LM search reads them
-        # Incremental best path, as deepspeech2.streaming.GreedyStream (not imported: the server loads no model code).
-        self._ids: list[int] = []
-        self._last = BLANK_ID
+        self._greedy = GreedyStream(servable.vocab)  # the partial transcript, repeats merged across chunks
         self.audio_samples = 0
         self.compute_seconds = 0.0  # forward passes this stream rode in (shared with the other rows)
         self.steps = 0
@@ -92,8 +90,7 @@ class StreamSession:
     @property
     def partial(self) -> str:
         """The greedy transcript so far, joined as the library's greedy decoder joins it."""
-        text = self.servable.vocab.decode(self._ids)
-        return " ".join(text.split()) if " " in self.servable.vocab.tokens() else "".join(text.split())
+        return self._greedy.text
 
     @property
     def held_bytes(self) -> int:
@@ -141,10 +138,7 @@ class StreamSession:
         self.state = np.asarray(outputs[STATE], np.float32)
         if self._keep_log_probs:
             self._log_probs.append(new)
-        for i in np.argmax(new, axis=-1).tolist():  # merge repeats across chunks: the last label is carried
-            if i != self._last and i != BLANK_ID:
-                self._ids.append(i)
-            self._last = i
+        self._greedy.update(new)
         self.audio_samples += samples
         self.compute_seconds += run_seconds
         self.steps += 1

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from deepspeech2.bundle import init_from, load_bundle, save_bundle
-from deepspeech2.features import FeatureConfig
+from deepspeech2.features import FeatureConfig, Normalizer
 from deepspeech2.model import TINY, build_model
-from deepspeech2.normalizer import Normalizer
 from deepspeech2.vocab import Vocabulary
 
 

@@ -51,8 +51,9 @@ def _own_flags(tree: ast.Module) -> list[str]:
 
 
 def _env(**extra) -> dict:
-    """The user's environment: no TF_CPP_MIN_LOG_LEVEL (conftest sets one) and no DS2_TF_LOGS, unless given."""
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "DS2_TF_LOGS")}
+    """The user's environment: no TF_CPP_MIN_LOG_LEVEL (conftest sets one), DS2_TF_LOGS or DS2_PROGRESS, unless
+    given."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "DS2_TF_LOGS", "DS2_PROGRESS")}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra)
     return env
@@ -209,6 +210,32 @@ def test_progress_in_a_log_file_is_one_line_per_refresh(tmp_path):
     assert "\r" not in out.stderr
     bars = [line for line in out.stderr.splitlines() if line.startswith("mean/std")]
     assert bars and "3/3" in bars[-1], out.stderr
+
+
+def test_progress_switched_off_prints_no_bar(tmp_path):
+    from deepspeech2.testing import make_manifest
+
+    manifest, _ = make_manifest(tmp_path, n=3, max_seconds=1.0)
+    argv = [_script("ds2-compute-stats"), "--manifest_paths", str(manifest), "--out", str(tmp_path / "s.npz")]
+    shown = _run(argv)
+    assert shown.returncode == 0 and "mean/std" in shown.stderr, shown.stderr
+    off = _run(argv, DS2_PROGRESS="0")
+    assert off.returncode == 0, off.stderr
+    assert off.stderr == ""
+
+
+@pytest.mark.parametrize("name, shared", [("ds2-demo", "lm"), ("ds2-serve", "beam_size"), ("ds2-client", "manifest"),
+                                          ("ds2-infer", "num_samples")])
+def test_help_shows_shared_flags(name, shared):
+    out = _run([_script(name), "--help"])
+    assert out.returncode == 0, out.stderr
+    assert re.search(rf"^\s+--{shared}: ", out.stdout, re.MULTILINE), out.stdout
+
+
+def test_bench_starts_as_quietly_as_the_commands():
+    out = _run([sys.executable, str(REPO / "bench" / "train.py"), "--help"])  # imports TensorFlow
+    assert out.returncode == 0, out.stderr
+    assert not _noise(out.stderr), out.stderr
 
 
 def test_log_lines_turns_refreshes_into_lines():

@@ -10,6 +10,7 @@ import tensorflow as tf
 from deepspeech2.features import FeatureConfig, compute_features
 from deepspeech2.model import (DS2_SMALL, PRESETS, ModelConfig, build_model, ctc_feasible, ctc_label_steps,
                                load_model_config, output_steps)
+from deepspeech2.testing import modules_loaded_by
 
 FC = FeatureConfig()
 
@@ -95,3 +96,13 @@ def test_load_model_config(tmp_path):
     (tmp_path / "unknown.json").write_text(json.dumps({"rnn_unitz": 3}))
     with pytest.raises(ValueError, match="rnn_unitz"):
         load_model_config(str(tmp_path / "unknown.json"))
+
+
+def test_geometry_and_configs_import_without_tensorflow():
+    # data/ (validate, make-shards' checks) and export/ take lengths from these modules; importing any
+    # `deepspeech2.model.<module>` runs deepspeech2/model/__init__.py first, so this covers it too.
+    code = ("import deepspeech2.model.geometry, deepspeech2.model.config, deepspeech2.feature_config\n"
+            "from deepspeech2.model import DS2_SMALL, output_steps\n"
+            "from deepspeech2.feature_config import FeatureConfig\n"
+            "assert output_steps(DS2_SMALL, FeatureConfig(), 16000) == 24\n")
+    assert modules_loaded_by(code, ("tensorflow", "keras", "jax", "torch"), timeout=120) == []

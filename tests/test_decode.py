@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from deepspeech2.decode import Decoder, DecoderConfig, greedy_decode, prune_log_probs
+from deepspeech2.decode import Decoder, DecoderConfig, GreedyStream, greedy_decode, prune_log_probs
 from deepspeech2.decode.beam import SKIP_LOGP, candidate_log_probs, log_softmax, pyctcdecode_labels
 from deepspeech2.vocab import Vocabulary
 
@@ -111,6 +111,19 @@ def test_greedy_checks_shapes():
 
 
 # ----------------------------------------------------------------------------------------------- pruning
+
+def test_greedy_stream_merges_repeats_across_chunks_as_the_whole_utterance_decodes():
+    ids = np.random.default_rng(0).choice([0, 0, 1, 1, 3, 4, 5, 28], size=60)  # blanks, spaces, repeats
+    ids[5:9] = [3, 3, 3, 3]  # a run split by the boundary at 7
+    ids[29:32] = [4, 0, 4]  # a repeat separated by a blank, at the boundaries 30 and 31
+    log_probs = np.log(np.full((60, EN.size), 0.01, np.float32))
+    np.put_along_axis(log_probs, ids[:, None], np.log(0.7), axis=-1)
+    cuts = [0, 0, 1, 7, 7, 8, 30, 31, 60]  # empty and one-step chunks too
+    stream, decoder = GreedyStream(EN), Decoder(DecoderConfig(kind="greedy"), EN)
+    for start, end in zip(cuts[:-1], cuts[1:]):
+        assert stream.update(log_probs[start:end]) == decoder.decode_batch(log_probs[None, :end], [end])[0]
+    assert stream.steps == 60 and stream.ids == greedy_decode(log_probs[None], [60])[0]
+
 
 def test_prune_keeps_the_fewest_tokens_reaching_cutoff_prob():
     probs = np.array([0.04, 0.5, 0.01, 0.3, 0.15])  # sorted: ids 1, 3, 4, 0, 2

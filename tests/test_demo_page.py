@@ -34,10 +34,9 @@ import tensorflow as tf
 from deepspeech2.audio import resample, save_wav
 from deepspeech2.bundle import save_bundle
 from deepspeech2.decode import greedy_decode
-from deepspeech2.features import FeatureConfig, featurize
+from deepspeech2.features import FeatureConfig, Normalizer, featurize
 from deepspeech2.model import DS2_STREAMING, build_model
 from deepspeech2.model.ctc import ctc_loss
-from deepspeech2.normalizer import Normalizer
 from deepspeech2.testing import make_clip
 from deepspeech2.vocab import Vocabulary
 

@@ -1,12 +1,14 @@
-"""Evaluation and inference: scoring against jiwer, ds2-eval on imported corpora (WSJ, LibriSpeech,
-CHiME-4 by environment, TED-LIUM segments), skipped audio, and ds2-infer."""
+"""Evaluation and inference: ds2-eval scoring as the trainer's dev set does (English and Mandarin), ds2-eval on
+imported corpora (WSJ, LibriSpeech, CHiME-4 by environment, TED-LIUM segments), skipped audio, and ds2-infer."""
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import jiwer
+import keras
 import numpy as np
 import pytest
 import soundfile as sf
@@ -16,13 +18,16 @@ from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.data import corpora
 from deepspeech2.data.corpora import fixtures
 from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
+from deepspeech2.data.pipeline import PipelineConfig
+from deepspeech2.data.shards import ShardConfig, make_shards
 from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.decode import DecoderConfig
-from deepspeech2.evaluate import EvalConfig, evaluate, format_report, score
+from deepspeech2.evaluate import EvalConfig, evaluate, format_report
 from deepspeech2.features import FeatureConfig
 from deepspeech2.inference import compute_log_probs
 from deepspeech2.model import TINY, build_model, output_steps
 from deepspeech2.testing import make_manifest
+import deepspeech2.train as train_module
 from deepspeech2.vocab import Vocabulary
 
 VENV_BIN = Path(sys.executable).parent
@@ -37,16 +42,47 @@ def bundle_dir(tmp_path_factory):
     return save_bundle(d / "model", build_model(TINY), TINY, Vocabulary.english(), stats, {"note": "untrained"})
 
 
-def test_score_matches_jiwer_and_hand_counts():
-    refs = ["the cat sat", "on the mat", "a dog"]
-    hyps = ["the bat sat down", "on mat", "a dog"]
-    s = score(refs, hyps)
-    # sub bat/cat, ins down; del the; exact.
-    assert (s["word_substitutions"], s["word_deletions"], s["word_insertions"], s["words"]) == (1, 1, 1, 8)
-    assert s["wer"] == pytest.approx(jiwer.wer(refs, hyps)) == pytest.approx(3 / 8)
-    assert s["cer"] == pytest.approx(jiwer.cer(refs, hyps))
-    zh = score(["我们 好", "你好"], ["我 好", "你好吗"], spaced=False)  # Mandarin: characters, spaces ignored
-    assert zh["cer"] == pytest.approx(2 / 5) and zh["chars"] == 5 and zh["wer"] == zh["cer"]
+ZH_TEXTS = ["你好吗", "我很好 谢谢", "今天天气不错", "你好 今天"]  # spaced words too, as AISHELL's
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_trainer_dev_scores_equal_ds2_eval(tmp_path, language):
+    """The trainer's dev WER/CER (`deepspeech2.train.evaluate`) and ds2-eval's (`evaluate`) score the same
+    transcripts alike; for Mandarin both count characters as words, so WER == CER."""
+    manifest, utts = make_manifest(tmp_path, n=4)
+    if language == "zh":
+        utts = [dataclasses.replace(u, text=t, language="zh") for u, t in zip(utts, ZH_TEXTS)]
+        write_manifest(manifest, utts)
+        vocab = Vocabulary.from_texts([t.replace(" ", "") for t in ZH_TEXTS])  # characters, no space
+    else:
+        vocab = Vocabulary.english()
+    assert vocab.spaced == (language == "en")
+    keras.utils.set_random_seed(3)
+    config = dataclasses.replace(TINY, vocab_size=vocab.size)
+    net = build_model(config)
+    head = next(layer for layer in reversed(net.layers) if layer.weights)
+    kernel, bias = head.get_weights()
+    head.set_weights([kernel * 8.0, bias - 2.0 * (np.arange(vocab.size) == 0)])  # untrained, but writes characters
+    bundle = load_bundle(save_bundle(tmp_path / "model", net, config, vocab,
+                                     compute_mean_std([manifest], FeatureConfig())))
+    make_shards(manifest, vocab, ShardConfig(str(tmp_path / "shards"), num_shards=1), progress=False)
+
+    def eval_fn(features, lengths):
+        return bundle.model({"features": features, "feature_lengths": lengths}, training=False)
+
+    dev_wer, dev_cer, pairs = train_module.evaluate(
+        eval_fn, (str(tmp_path / "shards"),), bundle.feature_config, bundle.normalizer, bundle.vocab,
+        PipelineConfig(batch_size=2, num_buckets=0), num_examples=len(utts))
+    report = evaluate(EvalConfig(str(tmp_path / "model"), (str(manifest),), progress=False))
+    eval_pairs = [(u["reference"], u["hypothesis"]) for u in report["utterances"]]
+    assert sorted(pairs) == sorted(eval_pairs) and any(h for _, h in pairs)  # the same transcripts
+    assert dev_wer == pytest.approx(report["totals"]["wer"]) and dev_cer == pytest.approx(report["totals"]["cer"])
+    refs, hyps = zip(*eval_pairs)
+    if language == "zh":
+        assert dev_wer == dev_cer == pytest.approx(jiwer.cer([r.replace(" ", "") for r in refs], list(hyps)))
+        assert report["totals"]["words"] == report["totals"]["chars"] == sum(len(r.replace(" ", "")) for r in refs)
+    else:
+        assert dev_wer == pytest.approx(jiwer.wer(list(refs), list(hyps)))
 
 
 def _check_report(report, references):

@@ -19,14 +19,14 @@ import tensorflow as tf
 from deepspeech2.audio import load_audio
 from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.data.stats import compute_mean_std
-from deepspeech2.decode import Decoder, DecoderConfig
+from deepspeech2.decode import Decoder, DecoderConfig, GreedyStream
 from deepspeech2.features import FeatureConfig, featurize
 from deepspeech2.model import TINY, build_model
 from deepspeech2.testing import make_clip, make_manifest
-from deepspeech2.vocab import Vocabulary
+from deepspeech2.vocab import BLANK_ID, Vocabulary
 from deepspeech2_export import ASSETS_EXTRA, SERVING_DEFAULT, TRANSCRIBE_WAV
+from deepspeech2_export.requests import wav_bytes
 from deepspeech2_export.saved_model import ExportConfig, export_model, greedy_transcripts, versions
-from deepspeech2_serving.client import wav_bytes
 
 VENV_BIN = Path(sys.executable).parent
 EN = Vocabulary.english()
@@ -152,6 +152,22 @@ def test_greedy_transcripts_in_the_graph_match_the_library():
     lengths = np.array([40, 39, 10, 1, 0, 25], np.int32)
     got = greedy_transcripts(tf.constant(log_probs), tf.constant(lengths), EN.tokens()).numpy()
     assert [t.decode() for t in got] == Decoder(DecoderConfig(kind="greedy"), EN).decode_batch(log_probs, lengths)
+
+
+def test_stream_pieces_in_the_graph_match_the_library_stream():
+    ids = np.random.default_rng(1).choice([0, 0, 1, 1, 3, 4, 5, 28], size=60)  # blanks, spaces, repeats
+    ids[5:9] = 3  # a run split by the boundary at 7
+    ids[29:32] = [4, 0, 4]  # a repeat separated by a blank, across the boundaries at 30 and 31
+    log_probs = np.log(np.where(np.arange(EN.size) == ids[:, None], 0.7, 0.01)).astype(np.float32)
+    cuts = [0, 0, 1, 7, 7, 8, 30, 31, 60]  # empty and one-step chunks too
+    stream, pieces, previous = GreedyStream(EN), "", BLANK_ID
+    for start, end in zip(cuts[:-1], cuts[1:]):
+        chunk = log_probs[None, start:end]
+        piece = greedy_transcripts(tf.constant(chunk), tf.constant([end - start]), EN.tokens(), tf.constant([previous]),
+                                   join=False)
+        pieces += piece.numpy()[0].decode()  # a stream's pieces are appended as they are
+        previous = int(np.argmax(chunk[0, -1])) if end > start else previous  # the state's last label
+        assert " ".join(pieces.split()) == stream.update(chunk[0])
 
 
 def test_versions_increase_atomically_and_are_never_overwritten(exported, bundle_dir, tmp_path, monkeypatch):

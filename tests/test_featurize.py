@@ -2,8 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from deepspeech2.features import FeatureConfig, compute_features, featurize
-from deepspeech2.normalizer import Normalizer
+from deepspeech2.features import FeatureConfig, Normalizer, compute_features, featurize
 from deepspeech2.testing import make_clip
 
 

@@ -30,8 +30,9 @@ from deepspeech2.testing import make_clip, make_manifest
 from deepspeech2.text import is_cjk
 from deepspeech2.vocab import UNK_CHAR, Vocabulary
 from deepspeech2_export import ASSETS_EXTRA
+from deepspeech2_export.requests import wav_bytes
 from deepspeech2_export.saved_model import ExportConfig, export_model
-from deepspeech2_serving.client import wav_bytes, wav_request
+from deepspeech2_serving.client import wav_request
 
 VENV_BIN = Path(sys.executable).parent
 RATE = 16000

@@ -194,3 +194,13 @@ def test_normalize_cli(tmp_path):
     missing = subprocess.run(cli, capture_output=True, text=True)
     assert missing.returncode != 0 and missing.stderr.strip().splitlines()[-1] == (
         "ds2-prepare normalize: error: `--out` is required for `ds2-prepare normalize`")
+
+
+def test_sample_utterances_is_seeded_in_order_and_all_when_asked_for_more():
+    from deepspeech2.data.manifest import sample_utterances
+
+    utts = [Utterance(f"{i}.wav", 1.0, str(i)) for i in range(10)]
+    picked = sample_utterances(utts, 4, seed=3)
+    assert len(picked) == 4 and picked == sorted(picked, key=utts.index)
+    assert picked == sample_utterances(utts, 4, seed=3) != sample_utterances(utts, 4, seed=4)
+    assert sample_utterances(utts, 0) == sample_utterances(utts, 10) == sample_utterances(utts, 11) == utts

@@ -12,9 +12,8 @@ from deepspeech2.audio import load_audio
 from deepspeech2.data.augment import parse_augmentation
 from deepspeech2.data.pipeline import PipelineConfig, ShardSet, count_infeasible, make_dataset, padding_efficiency
 from deepspeech2.data.shards import ShardConfig, make_shards
-from deepspeech2.features import FeatureConfig, compute_features, featurize
+from deepspeech2.features import FeatureConfig, Normalizer, compute_features, featurize
 from deepspeech2.model import ModelConfig
-from deepspeech2.normalizer import Normalizer
 from deepspeech2.testing import make_manifest
 from deepspeech2.vocab import Vocabulary
 

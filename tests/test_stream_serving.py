@@ -32,9 +32,10 @@ from deepspeech2.model import DS2_STREAMING, build_model
 from deepspeech2.testing import make_clip, make_manifest
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import ASSETS_EXTRA, STREAM_STEP
+from deepspeech2_export.requests import predict_request, wav_bytes
 from deepspeech2_export.saved_model import ExportConfig, export_model
 from deepspeech2_serving.batching import BatchingConfig
-from deepspeech2_serving.client import predict_request, wav_bytes
+from deepspeech2_serving.client import wav_request
 from deepspeech2_serving.servable import RequestError, Servable
 from deepspeech2_serving.streaming import SessionStore
 
@@ -436,7 +437,7 @@ def malformed(field, clip, size):
     if field == "wav":
         request = predict_request("ds2", "transcribe_wav", {"wav": np.array([wav_bytes(clip, RATE)], object)})
     elif field == "nbest":
-        request = predict_request("ds2", "transcribe_wav", {"wav": np.array([wav_bytes(clip, RATE)], object)}, nbest=1)
+        request = wav_request("ds2", wav_bytes(clip, RATE), nbest=1)
     elif field == "state":
         request = step_request(piece, False, state=np.zeros((1, size), np.float32))
     elif field in ("session_id", "sequence"):

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from deepspeech2.decode import greedy_decode
-from deepspeech2.features import FeatureConfig, featurize, num_frames
+from deepspeech2.decode import GreedyStream, greedy_decode
+from deepspeech2.features import FeatureConfig, Normalizer, featurize, num_frames
 from deepspeech2.model import DS2_STREAMING, TINY, build_model, output_length
-from deepspeech2.normalizer import Normalizer
-from deepspeech2.streaming import GreedyStream, StreamingModel, check_streamable, streaming_step
+from deepspeech2.streaming import StreamingModel, check_streamable, streaming_step
 from deepspeech2.testing import make_clip
 from deepspeech2.vocab import Vocabulary
 

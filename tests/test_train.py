@@ -92,29 +92,6 @@ def test_learning_curve_has_the_loss_within_each_epoch(data, tmp_path):
         assert [c[1] for c in record["loss_curve"]] == pytest.approx([w[1] for w in want], abs=1e-3)
 
 
-def test_progress_in_a_log_is_one_line_at_a_time(capsys):
-    from deepspeech2.train import progress_bar
-
-    bar = progress_bar(100, "epoch 1", show=True)  # pytest's captured stdout is not a terminal
-    for i in range(1, 101):
-        bar.update(i, [("loss", 1.0 / i)])
-    bar.update(100, finalize=True)
-    lines = capsys.readouterr().out.splitlines()
-    assert lines == ["epoch 1: step 100/100 0s loss 0.01"] and "\r" not in lines[0]
-
-
-def test_progress_in_a_log_no_repeated_line_nor_a_count_past_its_target(capsys, monkeypatch):
-    import deepspeech2.train as train_lib
-
-    monkeypatch.setattr(train_lib, "LOG_PROGRESS_SECONDS", 0)  # a line at every update
-    bar = train_lib.progress_bar(3, "epoch 2", show=True)  # 3: the last epoch's count, an estimate
-    for i in range(1, 5):
-        bar.update(i)
-    bar.update(4, finalize=True)  # the end of the epoch, already printed at its last step
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split(" ")[3] for line in lines] == ["1/3", "2/3", "3/3", "4"]
-
-
 def test_model_is_the_best_dev_epoch_and_last_the_last(data, tmp_path, monkeypatch):
 
     wers = iter([0.6, 0.4, 0.5])  # epoch 2 is the best; epoch 3 is worse

@@ -128,7 +128,7 @@ def test_tune_finds_the_planted_region(tmp_path, lm_path):
     hyps = direct.decode_utterances([lp for _, lp, *_ in UTTERANCES])
     from deepspeech2.metrics import wer
 
-    assert result.errors[i][j] == pytest.approx(wer([ref for ref, *_ in UTTERANCES], hyps))
+    assert result.errors[i][j] == pytest.approx(wer([ref for ref, *_ in UTTERANCES], hyps, spaced=EN.spaced))
 
     save_result(result, tmp_path / "tune.json")
     saved = json.loads((tmp_path / "tune.json").read_text())
@@ -166,9 +166,8 @@ def test_tune_checks(lm_path):
 def test_cli_end_to_end(tmp_path, lm_path):
     """ds2-tune on a (random, untrained) tiny model bundle: acoustic outputs once, a 2 x 2 grid, JSON + PNG."""
     from deepspeech2.bundle import save_bundle
-    from deepspeech2.features import FeatureConfig
+    from deepspeech2.features import FeatureConfig, Normalizer
     from deepspeech2.model import TINY, build_model
-    from deepspeech2.normalizer import Normalizer
     from deepspeech2.testing import make_manifest
 
     config = FeatureConfig()

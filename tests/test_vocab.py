@@ -5,8 +5,7 @@ import sys
 import numpy as np
 import pytest
 
-from deepspeech2.features import FeatureConfig
-from deepspeech2.normalizer import Normalizer
+from deepspeech2.features import FeatureConfig, Normalizer
 from deepspeech2.vocab import BLANK_ID, UNK_CHAR, Vocabulary, normalization_warning
 
 

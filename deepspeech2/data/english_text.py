@@ -43,12 +43,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from tqdm.auto import tqdm
 
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.data.poetry import _sha256, fetch
 from deepspeech2.data.tiny import _en_clean, _en_paragraphs, _en_split, _fortunes, exclude_held_out
 from deepspeech2.fileio import atomic_write, write_json
+from deepspeech2.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -480,7 +480,7 @@ def prepare_english_text(config: EnglishTextConfig) -> EnglishTextReport:
 
     report = EnglishTextReport(out=config.out, held_out_sentences=len(set(held)))
     lines, owner, seen = [], [], set()
-    for name, origin in tqdm(SOURCES, desc="english sources", unit="source", disable=not config.progress):
+    for name, origin in progress_bar(SOURCES, desc="english sources", unit="source", show=config.progress):
         if isinstance(origin, Pinned):
             source_files = files[origin.filename]
             source = SourceReport(name, f"{origin.registry} {origin.name}=={origin.version}", origin.sha256)

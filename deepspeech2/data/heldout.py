@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info, load_audio, save_wav
 from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
 from deepspeech2.data.tiny import trim_level_pad
+from deepspeech2.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +133,8 @@ def prepare_heldout(config: HeldoutConfig) -> list[Utterance]:
     utterances, failed = [], []
     with concurrent.futures.ThreadPoolExecutor(config.num_workers, thread_name_prefix="heldout") as pool:
         futures = [pool.submit(_render, text, voice, path, text2wave) for text, voice, path in jobs]
-        for (text, voice, path), future in tqdm(zip(jobs, futures), total=len(jobs), unit="utt",
-                                                desc="festival voices", disable=not config.progress):
+        for (text, voice, path), future in progress_bar(zip(jobs, futures), total=len(jobs), unit="utt",
+                                                        desc="festival voices", show=config.progress):
             try:
                 duration = future.result()
             except Exception as e:  # one bad utterance is skipped, counted and reported

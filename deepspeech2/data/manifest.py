@@ -223,6 +223,15 @@ def read_manifest(path: str | os.PathLike) -> list[Utterance]:
     return [u for _, u in iter_manifest(path)]
 
 
+def sample_utterances(utterances: list[Utterance], num_samples: int, seed: int = 0) -> list[Utterance]:
+    """A random `num_samples` of `utterances` (seeded by `seed`: short and long alike, unlike the first lines),
+    in their order; all of them when `num_samples` is 0 or more than there are."""
+    if not 0 < num_samples < len(utterances):
+        return list(utterances)
+    keep = np.sort(np.random.default_rng(seed).choice(len(utterances), num_samples, replace=False))
+    return [utterances[i] for i in keep]
+
+
 def read_manifests(paths: Iterable[str | os.PathLike]) -> list[Utterance]:
     """Read and concatenate several manifests (merge)."""
     return [u for p in paths for u in read_manifest(p)]

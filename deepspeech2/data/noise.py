@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info, load_audio, save_wav
 from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
+from deepspeech2.progress import progress_bar
 
 # Power spectral density ∝ 1 / f^alpha.
 NOISE_EXPONENTS = {"white": 0.0, "pink": 1.0, "brown": 2.0, "blue": -1.0}
@@ -240,7 +240,7 @@ def prepare_noise(
                      synth_rir(rt60, sample_rate, drr_db=drr, seed=_seed(seed, 5, i))))
 
     entries: dict[str, list[Utterance]] = {"noise": [], "rir": []}
-    for manifest, kind, i, args, extra, make in tqdm(jobs, desc="noise and RIRs", unit="clip"):
+    for manifest, kind, i, args, extra, make in progress_bar(jobs, desc="noise and RIRs", unit="clip"):
         digest = hashlib.sha1(json.dumps(args, sort_keys=True).encode()).hexdigest()[:8]
         path = out / manifest / f"{kind}_{i:03d}_{digest}.wav"
         if path.exists():  # save_wav is atomic: an existing file is complete
@@ -291,7 +291,7 @@ def noisy_copy(
     mixer = NoisePerturb(str(noise_manifest), low, high, sample_rate=sample_rate)
     out = Path(output_dir)
     noisy = []
-    for i, u in enumerate(tqdm(read_manifest(manifest), desc="noisy copy", unit="utt")):
+    for i, u in enumerate(progress_bar(read_manifest(manifest), desc="noisy copy", unit="utt")):
         wav = load_utterance(u, sample_rate)
         draws = np.random.default_rng(_seed(seed, 6, i)).random(NoisePerturb.num_draws).astype(np.float32)
         mixed, _ = mixer.apply(tf.constant(wav), tf.constant(wav.size), tf.constant(draws))

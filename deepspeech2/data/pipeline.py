@@ -33,10 +33,9 @@ import tensorflow as tf
 from deepspeech2.audio import MAX_DURATION
 from deepspeech2.data.augment import Augmentation
 from deepspeech2.data.shards import load_index, parse_example, shard_problem
-from deepspeech2.features import FeatureConfig, featurize, frame_lengths, num_frames
+from deepspeech2.features import FeatureConfig, Normalizer, featurize, frame_lengths, num_frames
 from deepspeech2.model.config import ModelConfig
-from deepspeech2.model.deepspeech2 import ctc_feasible, ctc_label_steps
-from deepspeech2.normalizer import Normalizer
+from deepspeech2.model.geometry import ctc_feasible, ctc_label_steps
 
 AUTOTUNE = tf.data.AUTOTUNE
 BLOCKS_IN_FLIGHT = 16  # blocks a shuffled epoch reads at once, record by record in turn

@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.data.tiny import zh_sentences
 from deepspeech2.fileio import atomic_path, atomic_write, write_json
+from deepspeech2.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +102,8 @@ def fetch(url: str, dest: str | os.PathLike, sha256: str = "", progress: bool = 
     try:
         with urllib.request.urlopen(url, timeout=60) as response, atomic_path(dest) as tmp:
             total = int(response.headers.get("Content-Length") or 0) or None
-            with open(tmp, "wb") as f, tqdm(total=total, unit="B", unit_scale=True, disable=not progress,
-                                            desc=f"download {dest.name}") as bar:
+            with open(tmp, "wb") as f, progress_bar(total=total, unit="B", unit_scale=True, show=progress,
+                                                    desc=f"download {dest.name}") as bar:
                 while chunk := response.read(1 << 20):
                     f.write(chunk)
                     bar.update(len(chunk))
@@ -159,7 +159,7 @@ def read_tarball(tarball: str | os.PathLike, report: PoetryTextReport | None = N
                    and not Path(m.name).name.startswith("author")]
         if not members:
             raise ValueError(f"{tarball}: no dist/**/*.json documents; is it the chinese-poetry npm tarball?")
-        for member in tqdm(members, desc="chinese-poetry", unit="file", disable=not progress):
+        for member in progress_bar(members, desc="chinese-poetry", unit="file", show=progress):
             try:
                 data = json.load(tar.extractfile(member))
             except (ValueError, UnicodeDecodeError) as e:

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from tqdm import tqdm
 
 from deepspeech2.audio import MAX_DURATION, SAMPLE_RATE
 from deepspeech2.data.manifest import TooLongError, Utterance, load_utterance, open_manifest, parse_line
@@ -36,7 +35,8 @@ from deepspeech2.data.validate import model_name
 from deepspeech2.features import FeatureConfig
 from deepspeech2.fileio import atomic_path, make_parent, write_json
 from deepspeech2.model.config import ModelConfig
-from deepspeech2.model.deepspeech2 import ctc_label_steps, output_steps
+from deepspeech2.model.geometry import ctc_label_steps, output_steps
+from deepspeech2.progress import progress_bar
 from deepspeech2.vocab import Vocabulary
 
 INDEX = "index.json"
@@ -258,7 +258,7 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
 
     # The bar closes on an error too, so that its last refresh comes before the error's message, not after.
     with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool, \
-            tqdm(total=len(lines), desc=f"shards {out.name}", unit="utt", disable=not progress) as bar:
+            progress_bar(total=len(lines), desc=f"shards {out.name}", unit="utt", show=progress) as bar:
         for i, members in enumerate(assignment):
             path = out / shard_name(i, config.num_shards)
             count, seconds = 0, 0.0

@@ -13,12 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
-from tqdm import tqdm
 
 from deepspeech2.audio import MAX_DURATION
 from deepspeech2.data.manifest import TooLongError, load_utterance, read_manifests
-from deepspeech2.features import FeatureConfig, compute_features
-from deepspeech2.normalizer import Normalizer
+from deepspeech2.features import FeatureConfig, Normalizer, compute_features
+from deepspeech2.progress import progress_bar
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +93,7 @@ def compute_mean_std(
         batch.clear()
 
     min_samples = feature_config.window_length
-    for u in tqdm(utts, desc="mean/std", unit="utt"):
+    for u in progress_bar(utts, desc="mean/std", unit="utt"):
         try:
             wav = load_utterance(u, feature_config.sample_rate, max_seconds=max_duration)  # as make-shards stores it
         except TooLongError as e:

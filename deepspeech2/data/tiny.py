@@ -53,12 +53,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info, resample, save_wav
 from deepspeech2.data import neural, voicebanks
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.fileio import atomic_write, write_json
+from deepspeech2.progress import progress_bar
 from deepspeech2.text import normalize_english, normalize_mandarin
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,7 @@ class TinyCorpusConfig:
     # (deepspeech2/data/voicebanks.py: MBROLA, RHVoice, Pico; VOICES in turn, each its own rate, pitch, vocal
     # tract and gender); 0: none
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
-    progress: bool = True  # show a tqdm bar per split
+    progress: bool = True  # show a progress bar per split
 
     def __post_init__(self):
         if self.language not in ("en", "zh"):
@@ -806,7 +806,7 @@ def _run_split(jobs: Iterator[_Job], target_seconds: float, out_dir: Path, langu
     next_commit = 0
     jobs = iter(jobs)
     exhausted = False
-    bar = tqdm(total=round(target_seconds), unit="s", desc=desc, disable=not progress, leave=False)
+    bar = progress_bar(total=round(target_seconds), unit="s", desc=desc, show=progress, leave=False)
     try:
         while result.seconds < target_seconds:
             while not exhausted and len(pending) < window:

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-from tqdm import tqdm
 
 from deepspeech2.audio import MAX_DURATION, SAMPLE_RATE, audio_info
 from deepspeech2.data.manifest import (Utterance, audio_span, duration_mismatch, open_manifest, parse_line,
                                        write_dropped, write_manifest)
-from deepspeech2.features import FeatureConfig
+from deepspeech2.feature_config import FeatureConfig
 from deepspeech2.model.config import DS2_SMALL, PRESETS, ModelConfig
-from deepspeech2.model.deepspeech2 import ctc_label_steps, output_steps
+from deepspeech2.model.geometry import ctc_label_steps, output_steps
+from deepspeech2.progress import progress_bar
 from deepspeech2.vocab import Vocabulary
 
 
@@ -196,8 +196,8 @@ def validate_manifest(path: str | os.PathLike, config: ValidationConfig = Valida
         lines = [(n, line) for n, line in enumerate(f, start=1) if line.strip()]
     report = ValidationReport(path=path, total=len(lines))
     with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool:
-        results = tqdm(pool.map(lambda nl: _check(nl[0], nl[1], base, config), lines), total=len(lines),
-                       unit="utt", desc=f"validate {path.name}", disable=not progress)
+        results = progress_bar(pool.map(lambda nl: _check(nl[0], nl[1], base, config), lines), total=len(lines),
+                               unit="utt", desc=f"validate {path.name}", show=progress)
         for (n, _), (utt, problems, warnings) in zip(lines, results):
             report.problems.extend(problems)
             report.warnings.extend(warnings)

@@ -1,9 +1,10 @@
 """Decoding CTC outputs to text: best path, and beam search with a KenLM n-gram LM (DS2 §3.8, §7.3).
 
-Decoding takes log-probabilities and output lengths only: it never imports the model, the input pipeline
-or the trainer.
+Decoding takes log-probabilities and output lengths only: it never imports the model, the input pipeline,
+the trainer or TensorFlow, so ds2-serve and ds2-demo decode with it.
 
-    greedy.py  `greedy_decode`: best path, vectorised over the batch
+    greedy.py  `greedy_decode`: best path, vectorised over the batch; `GreedyStream`: the same, chunk by
+               chunk; `ids_to_text`: label ids -> transcript, the one join
     beam.py    `DecoderConfig`, `Decoder` (greedy or pyctcdecode beam search, with or without an LM, a
                persistent worker pool), `prune_log_probs` (DS2 §7.3)
     lm.py      `LMConfig`, `build_lm`: text -> normalized corpus -> lmplz -> build_binary -> unigram list
@@ -11,6 +12,7 @@ or the trainer.
 """
 
 from deepspeech2.decode.beam import CUTOFF_PROB, CUTOFF_TOP_N, Decoder, DecoderConfig, prune_log_probs
-from deepspeech2.decode.greedy import greedy_decode
+from deepspeech2.decode.greedy import GreedyStream, greedy_decode, ids_to_text
 
-__all__ = ["CUTOFF_PROB", "CUTOFF_TOP_N", "Decoder", "DecoderConfig", "greedy_decode", "prune_log_probs"]
+__all__ = ["CUTOFF_PROB", "CUTOFF_TOP_N", "Decoder", "DecoderConfig", "GreedyStream", "greedy_decode", "ids_to_text",
+           "prune_log_probs"]

@@ -53,7 +53,8 @@ from pathlib import Path
 
 import numpy as np
 
-from deepspeech2.decode.greedy import check_log_probs, greedy_decode
+from deepspeech2 import configs
+from deepspeech2.decode.greedy import check_log_probs, greedy_decode, ids_to_text
 from deepspeech2.vocab import Vocabulary
 
 KINDS = ("greedy", "beam")
@@ -116,11 +117,7 @@ class DecoderConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "DecoderConfig":
         """Inverse of `to_dict`. Raises ValueError on a key that is not a field."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown DecoderConfig key(s) {unknown}; valid keys are {sorted(names)}")
-        return cls(**d)
+        return configs.from_dict(cls, d)
 
 
 def unigrams_path_for(lm_path: str | os.PathLike) -> Path:
@@ -228,7 +225,7 @@ def candidate_log_probs(log_probs: np.ndarray, config: DecoderConfig, collapse: 
 def pyctcdecode_labels(vocab: Vocabulary) -> list[str]:
     """The vocabulary's ids as pyctcdecode labels: blank "", space " "; without a space (a character
     language), every character starts a word ("▁字"), so a character LM scores each character."""
-    if " " in vocab.chars:
+    if vocab.spaced:
         return vocab.tokens()
     return [""] + [WORD_BOUNDARY + c for c in vocab.chars]
 
@@ -240,7 +237,7 @@ class BeamSearch:
         import pyctcdecode  # here, not at import time: greedy decoding and the LM builder don't need it
 
         self.config = config
-        self.char_level = " " not in vocab.chars
+        self.char_level = not vocab.spaced
         lm_path, unigrams = check_lm_files(config), None
         if lm_path is not None:
             words = Path(config.unigrams_path) if config.unigrams_path else unigrams_path_for(lm_path)
@@ -383,7 +380,7 @@ class Decoder:
         log_probs, lengths = check_log_probs(log_probs, lengths)
         self._check_vocab_size(log_probs.shape[-1])
         if self.search is None:
-            return [self._join(self.vocab.decode(ids)) for ids in greedy_decode(log_probs, lengths)]
+            return [ids_to_text(ids, self.vocab) for ids in greedy_decode(log_probs, lengths)]
         return self.decode_utterances([lp[:n] for lp, n in zip(log_probs, lengths)])
 
     def decode_utterances(self, log_probs: Sequence[np.ndarray]) -> list[str]:
@@ -404,8 +401,7 @@ class Decoder:
                 raise ValueError(f"each of `log_probs` must be (time, vocab_size), got shape {lp.shape}")
             self._check_vocab_size(lp.shape[-1])
         if self.search is None:
-            return [self._join(self.vocab.decode(ids[0]))
-                    for ids in (greedy_decode(lp[None], [len(lp)]) for lp in log_probs)]
+            return [ids_to_text(greedy_decode(lp[None], [len(lp)])[0], self.vocab) for lp in log_probs]
         if self.num_workers <= 1 or len(log_probs) <= 1:
             return [self.search(lp) for lp in log_probs]
         pool = self._get_pool()
@@ -440,9 +436,6 @@ class Decoder:
     def _check_vocab_size(self, size: int) -> None:
         if size != self.vocab.size:
             raise ValueError(f"`log_probs` have {size} classes but the vocabulary has {self.vocab.size} ids")
-
-    def _join(self, text: str) -> str:
-        return "".join(text.split()) if " " not in self.vocab.chars else " ".join(text.split())
 
 
 __all__ = ["CUTOFF_PROB", "CUTOFF_TOP_N", "BeamSearch", "Decoder", "DecoderConfig", "candidate_log_probs",

@@ -2,10 +2,10 @@
 
 As in the PaddlePaddle DS2 `tools/tune.py`: every (alpha, beta) of an `num_alphas` x `num_betas` grid decodes
 the same dev utterances and is scored by WER, or by CER for a vocabulary without a space (Mandarin, where a
-"word" is a character and beta a per-character bonus); the best pair goes into the decoding config. The
-acoustic log-probabilities are computed once by the caller and pruned once here (DS2 §7.3 does not depend
-on alpha or beta); grid points decode in parallel, one point per task in a forked process pool, the
-workers sharing the loaded LM and the pruned log-probabilities.
+"word" is a character and beta a per-character bonus), as ds2-eval scores (`deepspeech2.metrics`); the best
+pair goes into the decoding config. The acoustic log-probabilities are computed once by the caller and pruned
+once here (DS2 §7.3 does not depend on alpha or beta); grid points decode in parallel, one point per task in
+a forked process pool, the workers sharing the loaded LM and the pruned log-probabilities.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from deepspeech2.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
 
-METRICS = ("auto", "wer", "cer")  # auto: `default_metric` of the vocabulary
+METRICS = ("auto", "wer", "cer")  # auto: `Vocabulary.metric`
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class TuneConfig:
     beta_from: float = 0.0  # smallest word bonus
     beta_to: float = 5.0  # largest word bonus (it offsets alpha x a word's LM cost, several nats in a small LM)
     num_betas: int = 6  # grid points along beta
-    metric: str = "auto"  # "wer", "cer" (spaces ignored for a vocabulary without one), "auto": `default_metric`
+    metric: str = "auto"  # "wer", "cer" (`deepspeech2.metrics`, by `Vocabulary.spaced`), "auto": `Vocabulary.metric`
     num_workers: int = 0  # processes decoding grid points at once; 0: one per CPU core
 
     def __post_init__(self):
@@ -93,17 +93,15 @@ class TuneResult:
         return d
 
 
-_state: tuple | None = None  # (search, candidates, references, metric): set before the pool forks
+_state: tuple | None = None  # (search, candidates, references, metric, spaced): set before the pool forks
 
 
 def _score_point(point: tuple[int, int, float, float]) -> tuple[int, int, float]:
     i, j, alpha, beta = point
-    search, candidates, references, metric = _state
+    search, candidates, references, metric, spaced = _state
     search.set_weights(alpha, beta)
     hypotheses = [search.decode_candidates(c) for c in candidates]
-    if metric == "wer":
-        return i, j, wer(references, hypotheses)
-    return i, j, cer(references, hypotheses, ignore_spaces=search.char_level)
+    return i, j, (wer if metric == "wer" else cer)(references, hypotheses, spaced=spaced)
 
 
 def tune(log_probs: Sequence[np.ndarray], references: Sequence[str], vocab: Vocabulary, config: TuneConfig,
@@ -140,7 +138,7 @@ def tune(log_probs: Sequence[np.ndarray], references: Sequence[str], vocab: Voca
     points = [(i, j, float(a), float(b)) for i, a in enumerate(config.alphas) for j, b in enumerate(config.betas)]
     errors = np.full((config.num_alphas, config.num_betas), np.nan)
     workers = min(config.num_workers or cpu_count(), len(points))
-    _state = (search, candidates, list(references), metric)
+    _state = (search, candidates, list(references), metric, vocab.spaced)
     try:
         if workers <= 1:
             results = map(_score_point, points)

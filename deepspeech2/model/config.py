@@ -12,9 +12,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepspeech2.features import KINDS as FEATURE_KINDS
-from deepspeech2.features import MFCC_CONTEXT, N_MFCC, NUM_LINEAR_BINS
-from deepspeech2.model.layers import conv_stack_output_length
+from deepspeech2 import configs
+from deepspeech2.feature_config import KINDS as FEATURE_KINDS
+from deepspeech2.feature_config import MFCC_CONTEXT, N_MFCC, NUM_LINEAR_BINS
+from deepspeech2.model.geometry import conv_stack_output_length
 from deepspeech2.vocab import ENGLISH_CHARS
 
 RNN_TYPES = ("gru", "lstm", "rnn", "cudnn_gru")
@@ -108,18 +109,14 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, values: dict) -> ModelConfig:
         """Inverse of `to_dict`. Raises ValueError on keys that are not fields."""
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - fields)
-        if unknown:
-            raise ValueError(f"unknown ModelConfig keys {unknown}; valid keys are {sorted(fields)}")
-        values = dict(values)
+        values = dict(values)  # JSON gives lists where the fields hold tuples
         for name in ("conv_kernel_sizes", "conv_strides"):
             if name in values:
                 values[name] = tuple(tuple(pair) for pair in values[name])
         for name in ("conv_filters", "fc_before_units", "fc_after_units"):
             if name in values:
                 values[name] = tuple(values[name])
-        return cls(**values)
+        return configs.from_dict(cls, values)
 
 
 def _check_positive_int(name, value):

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import keras
 import numpy as np
-import tensorflow as tf
 from keras import ops
 
-from deepspeech2.features import FeatureConfig, frame_lengths, num_frames
 from deepspeech2.model.config import ModelConfig
-from deepspeech2.model.layers import (ConvFrontEnd, FullyConnected, RowConv, UtteranceMeanNorm,
-                                      conv_stack_output_length)
+from deepspeech2.model.layers import ConvFrontEnd, FullyConnected, RowConv, UtteranceMeanNorm
 from deepspeech2.model.rnn import BatchNormRNN, KerasGRU
 
 
@@ -19,8 +16,8 @@ def build_model(config: ModelConfig, name: str = "deepspeech2") -> keras.Model:
 
     Inputs: `{"features": (batch, time, feature_dim) float, "feature_lengths": (batch,) int32}`.
     Outputs: `{"logits": (batch, time', vocab_size) fp32, "output_lengths": (batch,) int32}`, with
-    `time'` and `output_lengths` given by `output_length(config, ...)`. Logits stay fp32 under mixed
-    precision (the softmax and CTC want the range).
+    `time'` and `output_lengths` given by `deepspeech2.model.geometry.output_length(config, ...)`. Logits stay
+    fp32 under mixed precision (the softmax and CTC want the range).
     """
     features = keras.Input((None, config.feature_dim), name="features")
     feature_lengths = keras.Input((), dtype="int32", name="feature_lengths")
@@ -48,70 +45,6 @@ def build_model(config: ModelConfig, name: str = "deepspeech2") -> keras.Model:
     logits = keras.layers.Dense(config.vocab_size, dtype="float32", name="logits")(x)
     return keras.Model({"features": features, "feature_lengths": feature_lengths},
                        {"logits": logits, "output_lengths": lengths}, name=name)
-
-
-def output_length(config: ModelConfig, feature_lengths):
-    """Output steps for `feature_lengths` input frames (int or int tensor)."""
-    return conv_stack_output_length(feature_lengths, [k for k, _ in config.conv_kernel_sizes],
-                                    [s for s, _ in config.conv_strides], config.conv_padding)
-
-
-# "Can CTC fit this utterance?" has one definition, used by `ds2-prepare validate`, `ds2-make-shards`, the
-# input pipeline's filter and the trainer's count: the model's exact output steps for the audio against the
-# fewest steps the labels need.
-
-
-def ctc_label_steps(label_ids):
-    """The fewest CTC output steps that can emit `label_ids`: one per label, plus a blank between each pair
-    of equal neighbours (CTC merges repeats that no blank separates).
-
-    Args:
-        label_ids: label ids (from `Vocabulary.encode`, so any vocabulary and script counts alike), as a
-            sequence of ints; or a 1-D int tensor (inside tf.data).
-
-    Returns:
-        int; an int32 scalar tensor for a tensor input.
-    """
-    if tf.is_tensor(label_ids):
-        repeats = tf.reduce_sum(tf.cast(tf.equal(label_ids[1:], label_ids[:-1]), tf.int32))
-        return tf.size(label_ids, out_type=tf.int32) + repeats
-    ids = [int(i) for i in label_ids]
-    return len(ids) + sum(a == b for a, b in zip(ids, ids[1:]))
-
-
-def output_steps(model_config: ModelConfig, feature_config: FeatureConfig, num_samples):
-    """The model's exact output steps for `num_samples` audio samples: `output_length` of the feature frames.
-
-    Args:
-        model_config: the model (its conv front end sets the time stride and edge effects).
-        feature_config: the features (window and hop set the frame count).
-        num_samples: audio samples at `feature_config.sample_rate`: an int, or an int tensor of any shape.
-
-    Returns:
-        int; an int32 tensor of the same shape for a tensor input.
-    """
-    if tf.is_tensor(num_samples):
-        return output_length(model_config, frame_lengths(num_samples, feature_config))
-    return int(output_length(model_config, num_frames(num_samples, feature_config)))
-
-
-def ctc_feasible(model_config: ModelConfig, feature_config: FeatureConfig, num_samples, label_steps):
-    """True if CTC can align labels needing `label_steps` steps (`ctc_label_steps`) to `num_samples`
-    samples of audio through this model; otherwise its loss is infinite.
-
-    Args:
-        model_config: the model.
-        feature_config: the features.
-        num_samples: audio samples (int, or int tensor).
-        label_steps: from `ctc_label_steps` (int, or int tensor).
-
-    Returns:
-        bool; a bool tensor for tensor inputs.
-    """
-    steps = output_steps(model_config, feature_config, num_samples)
-    if tf.is_tensor(steps) or tf.is_tensor(label_steps):
-        return tf.cast(steps, tf.int32) >= tf.cast(label_steps, tf.int32)
-    return steps >= int(label_steps)
 
 
 def log_probs(model: keras.Model, features, feature_lengths, training=False):

@@ -12,6 +12,8 @@ import math
 import keras
 from keras import ops
 
+from deepspeech2.model.geometry import conv_output_length, conv_stack_output_length, same_padding
+
 RELU_CLIP = 20.0  # clipped ReLU min(max(x, 0), 20) (DS2 §3.1)
 
 
@@ -30,31 +32,6 @@ def sequence_mask(lengths, max_length, dtype="bool"):
     """`(batch, max_length)` mask, true (1) at frames `t < lengths[b]`."""
     mask = ops.expand_dims(ops.arange(max_length, dtype="int32"), 0) < ops.expand_dims(lengths, 1)
     return mask if dtype == "bool" else ops.cast(mask, dtype)
-
-
-def conv_output_length(length, kernel, stride, padding):
-    """Output steps of a strided conv along one axis; works on ints and int tensors.
-
-    "valid": `(length - kernel) // stride + 1` (0 when shorter than the kernel);
-    "same": zero padding of `kernel - 1` frames, `ceil(length / stride)`.
-    """
-    if padding == "same":
-        return (length + stride - 1) // stride
-    out = (length - kernel) // stride + 1
-    return max(out, 0) if isinstance(out, int) else ops.maximum(out, 0)
-
-
-def same_padding(kernel):
-    """Zero frames `(before, after)` that "same" padding adds around an axis for a kernel of this size: `(k - 1) // 2`
-    and `k // 2`, so `ceil(length / stride)` outputs come out and output `j` is centred on input `j * stride`."""
-    return (kernel - 1) // 2, kernel // 2
-
-
-def conv_stack_output_length(length, kernels, strides, padding):
-    """`conv_output_length` through a stack of convs: one kernel and stride per conv along this axis."""
-    for kernel, stride in zip(kernels, strides):
-        length = conv_output_length(length, kernel, stride, padding)
-    return length
 
 
 def _channel_sums(x, weights):

@@ -120,13 +120,13 @@ def main():
                 config = DecoderConfig(lm_path=args.lm, alpha=alpha, beta=beta, cutoff_prob=1.0,
                                        token_min_logp=-12.0, num_workers=0)
                 with Decoder(config, vocab) as decoder:
-                    error = cer(texts, decoder.decode_utterances(log_probs), ignore_spaces=True)
+                    error = cer(texts, decoder.decode_utterances(log_probs), spaced=vocab.spaced)
                 if error < best[2]:
                     best = (alpha, beta, error)
         name = "with_tones" if tones else "without_tones"
         results[name] = {"utterances": len(texts), "mean_homophones": round(float(np.mean(sizes)), 2),
                          "share_unique": round(float(np.mean(np.array(sizes) == 1)), 4),
-                         "cer_greedy_unigram": round(cer(texts, greedy_hyps, ignore_spaces=True), 4),
+                         "cer_greedy_unigram": round(cer(texts, greedy_hyps, spaced=vocab.spaced), 4),
                          "cer_lm": round(best[2], 4), "alpha": best[0], "beta": best[1]}
     report["oracle"] = results
 

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-from tqdm.auto import tqdm
 
 from deepspeech2.audio import SAMPLE_RATE, load_audio, save_wav
 from deepspeech2.data.manifest import Utterance
 from deepspeech2.fileio import atomic_write
+from deepspeech2.progress import progress_bar
 from deepspeech2.text import UnnormalizableError
 
 log = logging.getLogger(__name__)
@@ -286,7 +286,7 @@ def build_split(
     # Threads, not processes: libsndfile (via cffi) and scipy's polyphase filter release the GIL, and
     # threads are safe in a parent that has already imported TensorFlow.
     jobs = ((src, converted_path(src, corpus_root, output_dir)) for src in sources)
-    bar = tqdm(total=len(sources), unit="file", desc=f"{corpus} {split}", leave=False)
+    bar = progress_bar(total=len(sources), unit="file", desc=f"{corpus} {split}", leave=False)
     for src, result in _map_bounded(resolve_audio, jobs, num_workers):
         bar.update()
         if isinstance(result, Exception):  # one bad file never aborts the import: report it and go on

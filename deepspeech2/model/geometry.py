@@ -1,0 +1,119 @@
+"""The model's time geometry, without TensorFlow or Keras: conv output lengths, output steps for an utterance, and
+whether CTC can fit its labels.
+
+Plain arithmetic on ints, so `data/` (make-shards, validate, the pipeline's filter and the trainer's count) and
+`export/` get the exact lengths without loading the model code; tensors work too. This module never imports
+TensorFlow: when a TF tensor comes in, TF is loaded already, and the few tensor ops below take it from
+`sys.modules`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from deepspeech2.feature_config import FeatureConfig, num_frames
+
+if TYPE_CHECKING:
+    from deepspeech2.model.config import ModelConfig
+
+
+def conv_output_length(length, kernel, stride, padding):
+    """Output steps of a strided conv along one axis; works on ints and on int tensors of any backend.
+
+    "valid": `(length - kernel) // stride + 1` (0 when shorter than the kernel);
+    "same": zero padding of `kernel - 1` frames, `ceil(length / stride)`.
+    """
+    if padding == "same":
+        return (length + stride - 1) // stride
+    out = (length - kernel) // stride + 1
+    # (out + |out|) / 2 is max(out, 0) with operators alone, so no tensor library is imported here.
+    return max(out, 0) if isinstance(out, int) else (out + abs(out)) // 2
+
+
+def same_padding(kernel):
+    """Zero frames `(before, after)` that "same" padding adds around an axis for a kernel of this size: `(k - 1) // 2`
+    and `k // 2`, so `ceil(length / stride)` outputs come out and output `j` is centred on input `j * stride`."""
+    return (kernel - 1) // 2, kernel // 2
+
+
+def conv_stack_output_length(length, kernels, strides, padding):
+    """`conv_output_length` through a stack of convs: one kernel and stride per conv along this axis."""
+    for kernel, stride in zip(kernels, strides):
+        length = conv_output_length(length, kernel, stride, padding)
+    return length
+
+
+def output_length(config: ModelConfig, feature_lengths):
+    """Output steps for `feature_lengths` input frames (int or int tensor)."""
+    return conv_stack_output_length(feature_lengths, [k for k, _ in config.conv_kernel_sizes],
+                                    [s for s, _ in config.conv_strides], config.conv_padding)
+
+
+# "Can CTC fit this utterance?" has one definition, used by `ds2-prepare validate`, `ds2-make-shards`, the
+# input pipeline's filter and the trainer's count: the model's exact output steps for the audio against the
+# fewest steps the labels need.
+
+
+def _tensorflow_for(*values):
+    """The `tensorflow` module if any of `values` is a TF tensor, else None. Never imports TF: a TF tensor
+    exists only once something else has."""
+    tf = sys.modules.get("tensorflow")
+    return tf if tf is not None and any(tf.is_tensor(v) for v in values) else None
+
+
+def ctc_label_steps(label_ids):
+    """The fewest CTC output steps that can emit `label_ids`: one per label, plus a blank between each pair
+    of equal neighbours (CTC merges repeats that no blank separates).
+
+    Args:
+        label_ids: label ids (from `Vocabulary.encode`, so any vocabulary and script counts alike), as a
+            sequence of ints; or a 1-D int tensor (inside tf.data).
+
+    Returns:
+        int; an int32 scalar tensor for a tensor input.
+    """
+    tf = _tensorflow_for(label_ids)
+    if tf is not None:
+        repeats = tf.reduce_sum(tf.cast(tf.equal(label_ids[1:], label_ids[:-1]), tf.int32))
+        return tf.size(label_ids, out_type=tf.int32) + repeats
+    ids = [int(i) for i in label_ids]
+    return len(ids) + sum(a == b for a, b in zip(ids, ids[1:]))
+
+
+def output_steps(model_config: ModelConfig, feature_config: FeatureConfig, num_samples):
+    """The model's exact output steps for `num_samples` audio samples: `output_length` of the feature frames.
+
+    Args:
+        model_config: the model (its conv front end sets the time stride and edge effects).
+        feature_config: the features (window and hop set the frame count).
+        num_samples: audio samples at `feature_config.sample_rate`: an int, or an int tensor of any shape.
+
+    Returns:
+        int; an int32 tensor of the same shape for a tensor input.
+    """
+    if _tensorflow_for(num_samples) is not None:
+        from deepspeech2.features import frame_lengths  # the TF twin of `num_frames`; TF is loaded already
+
+        return output_length(model_config, frame_lengths(num_samples, feature_config))
+    return int(output_length(model_config, num_frames(num_samples, feature_config)))
+
+
+def ctc_feasible(model_config: ModelConfig, feature_config: FeatureConfig, num_samples, label_steps):
+    """True if CTC can align labels needing `label_steps` steps (`ctc_label_steps`) to `num_samples`
+    samples of audio through this model; otherwise its loss is infinite.
+
+    Args:
+        model_config: the model.
+        feature_config: the features.
+        num_samples: audio samples (int, or int tensor).
+        label_steps: from `ctc_label_steps` (int, or int tensor).
+
+    Returns:
+        bool; a bool tensor for tensor inputs.
+    """
+    steps = output_steps(model_config, feature_config, num_samples)
+    tf = _tensorflow_for(steps, label_steps)
+    if tf is not None:
+        return tf.cast(steps, tf.int32) >= tf.cast(label_steps, tf.int32)
+    return steps >= int(label_steps)

@@ -1,0 +1,43 @@
+"""The package's imports follow the flow of docs/architecture.md (tools/architecture.py): none against it in the
+repository, and each kind of violation is caught in a tree built to break it."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import architecture  # noqa: E402
+
+
+def test_the_repository_imports_along_the_flow():
+    assert architecture.violations() == []
+    names = architecture.modules()
+    assert all(architecture.stage(m) is not None for m in names)  # every module belongs to a stage
+    assert "deepspeech2.data.shards" in names and "deepspeech2_export.saved_model" in names
+
+
+@pytest.mark.parametrize("path,source,expected", [
+    ("deepspeech2/data/bad.py", "from deepspeech2.model.deepspeech2 import build_model\n",
+     "deepspeech2.data.bad (data) imports deepspeech2.model.deepspeech2 (model"),
+    ("deepspeech2/data/bad.py", "import deepspeech2.model.geometry\ndef f():\n    from deepspeech2 import train\n",
+     "deepspeech2.data.bad (data) imports deepspeech2.train (train"),
+    ("export/bad.py", "from deepspeech2_serving.client import wav_bytes\n",
+     "deepspeech2_export.bad (export) imports deepspeech2_serving.client (serving"),
+    ("deepspeech2/decode/bad.py", "from deepspeech2.model import build_model\n",
+     "deepspeech2.decode.bad (decode) imports deepspeech2.model (model"),
+    ("deepspeech2/bad.py", "from absl import flags\n", "deepspeech2.bad imports absl: only bin/ may"),
+    ("deepspeech2/bad.py", "from deepspeech2_cli import _app\n", "deepspeech2.bad (base) imports deepspeech2_cli"),
+])
+def test_each_kind_of_violation_is_caught(tmp_path, path, source, expected):
+    for folder in architecture.FOLDERS:
+        (tmp_path / folder).mkdir()
+    (tmp_path / "deepspeech2" / "model").mkdir()
+    for module in ("deepspeech2/model/__init__.py", "deepspeech2/model/geometry.py", "deepspeech2/train.py"):
+        (tmp_path / module).write_text("")
+    (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / path).write_text(source)
+    found = architecture.violations(tmp_path)
+    assert len(found) == 1 and expected in found[0], found
+    (tmp_path / path).write_text("from deepspeech2 import fileio\n")  # the base stage: allowed everywhere
+    assert architecture.violations(tmp_path) == []

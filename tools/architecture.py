@@ -1,0 +1,144 @@
+"""The package's stages and what each may import (docs/architecture.md), read from the code.
+
+    python tools/architecture.py            # list imports against the flow (none: exit 0)
+    python tools/architecture.py --png F    # draw the stages and the imports between them into F
+
+A module may import its own stage and the stages above it in `STAGES`, never one below: data never reaches the
+Keras model, decode needs no model code (so the server can use it), export never imports serving, and only the CLIs
+(bin/) import absl. tests/test_architecture.py runs `violations` on the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+# Folder -> import name (setup.cfg's package_dir).
+FOLDERS = {"deepspeech2": "deepspeech2", "bin": "deepspeech2_cli", "export": "deepspeech2_export",
+           "serving": "deepspeech2_serving"}
+# (stage, what it owns: module prefixes), in the order of the flow; the longest matching prefix decides.
+STAGES = (
+    ("base", ("deepspeech2", "deepspeech2.configs", "deepspeech2.fileio", "deepspeech2.text", "deepspeech2.vocab",
+              "deepspeech2.audio", "deepspeech2.progress", "deepspeech2.metrics")),
+    ("features", ("deepspeech2.feature_config", "deepspeech2.features")),
+    ("geometry", ("deepspeech2.model.config", "deepspeech2.model.geometry")),
+    ("decode", ("deepspeech2.decode",)),
+    ("data", ("deepspeech2.data", "deepspeech2.testing")),
+    ("model", ("deepspeech2.model",)),
+    ("inference", ("deepspeech2.bundle", "deepspeech2.streaming", "deepspeech2.inference")),
+    ("train", ("deepspeech2.train", "deepspeech2.evaluate")),
+    ("export", ("deepspeech2_export",)),
+    ("serving", ("deepspeech2_serving",)),
+    ("cli", ("deepspeech2_cli",)),
+)
+CLI_ONLY = ("absl",)  # top-level packages only bin/ may import
+
+
+def stage(module: str) -> int | None:
+    """The index in `STAGES` of the stage owning `module`, or None for a module outside the package."""
+    best = None
+    for i, (_, prefixes) in enumerate(STAGES):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (i, len(prefix))
+    return None if best is None else best[0]
+
+
+def modules(root: Path = REPO) -> dict[str, Path]:
+    """Import name -> file, for every module of the four folders under `root`."""
+    out = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            parts = [package, *path.relative_to(root / folder).with_suffix("").parts]
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports(path: Path, known: set[str]) -> list[str]:
+    """The absolute imports in `path`, at any depth (a function's import is a dependency too); `from pkg import
+    mod` counts as `pkg.mod` when that is a module."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            subs = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in known]
+            out += subs or [node.module]
+    return out
+
+
+def edges(root: Path = REPO) -> list[tuple[str, str]]:
+    """(importer, imported) module pairs inside the package."""
+    found = modules(root)
+    return [(mod, target) for mod, path in found.items() for target in imports(path, set(found))
+            if stage(target) is not None]
+
+
+def violations(root: Path = REPO) -> list[str]:
+    """One line per import against the flow."""
+    bad = []
+    found = modules(root)
+    for mod, path in found.items():
+        own = stage(mod)
+        for target in imports(path, set(found)):
+            other = stage(target)
+            if other is not None and other > own:
+                bad.append(f"{path.relative_to(root)}: {mod} ({STAGES[own][0]}) imports {target} "
+                           f"({STAGES[other][0]}, later in the flow)")
+            if target.split(".")[0] in CLI_ONLY and STAGES[own][0] != "cli":
+                bad.append(f"{path.relative_to(root)}: {mod} imports {target}: only bin/ may")
+    return sorted(set(bad))
+
+
+def draw(out: Path, root: Path = REPO) -> None:
+    """The stages as a matrix: row = the importing stage, column = the imported one, the number of module imports
+    in the cell. The flow allows the lower triangle and the diagonal only; a cell above it is drawn red."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    n = len(STAGES)
+    counts = np.zeros((n, n), int)
+    for a, b in edges(root):
+        counts[stage(a), stage(b)] += 1
+    sizes = collections.Counter(stage(m) for m in modules(root))
+    fig, ax = plt.subplots(figsize=(8, 7))
+    shade = np.where(np.triu(np.ones((n, n)), 1) > 0, np.nan, np.log1p(counts))
+    ax.imshow(shade, cmap="Blues", vmin=0, vmax=np.log1p(counts.max()) * 1.3)
+    for a in range(n):
+        for b in range(n):
+            if counts[a, b]:
+                against = b > a
+                ax.text(b, a, str(counts[a, b]), ha="center", va="center", fontsize=9,
+                        color="red" if against else "black", fontweight="bold" if against else "normal")
+            elif b > a:
+                ax.text(b, a, "·", ha="center", va="center", color="#bbb")
+    labels = [f"{name} ({sizes[i]})" for i, (name, _) in enumerate(STAGES)]
+    ax.set_xticks(range(n), [name for name, _ in STAGES], rotation=45, ha="right")
+    ax.set_yticks(range(n), labels)
+    ax.set_xlabel("imported stage")
+    ax.set_ylabel("importing stage (modules)")
+    ax.set_title("Module imports between the stages, in the order of the flow\n(above the diagonal: against it)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--png", help="draw the stages and their imports into this PNG")
+    args = parser.parse_args()
+    if args.png:
+        draw(Path(args.png))
+    bad = violations()
+    print("\n".join(bad) or "no import against the flow")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
