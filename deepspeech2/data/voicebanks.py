@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deepspeech2.audio import audio_info, load_audio
+from deepspeech2.audio import audio_info, load_audio, shifted_rate
 
 ENGINES = ("mbrola", "rhvoice", "pico")
 # (engine, voice, gender): every English voice the three packages ship, less RHVoice's `slt` (see above).
@@ -46,7 +46,6 @@ _TOOLS = {"mbrola": ("espeak-ng", "mbrola"), "rhvoice": ("RHVoice-test",), "pico
 ESPEAK_DEFAULT_WPM = 175
 ESPEAK_PITCH_PER_OCTAVE = 70  # espeak-ng's -p units per octave of F0 with MBROLA voices (measured: p 20 -> 80 is x1.77)
 RHVOICE_MIN_PERCENT = 50  # RHVoice-test clamps -r and -t below this
-RATE_STEP_HZ = 400  # the shifted sample rate is rounded to this, so resampling uses small polyphase factors
 
 
 def missing() -> list[str]:
@@ -104,4 +103,4 @@ def synthesize(engine: str, voice: str, text: str, rate: float = 1.0, pitch: flo
                                f"{proc.stderr.decode(errors='replace').strip()[:300]}")
         sr = audio_info(wav)[0]
         samples = load_audio(wav, sample_rate=None)
-    return samples, round(sr * k / RATE_STEP_HZ) * RATE_STEP_HZ
+    return samples, shifted_rate(sr, k)
