@@ -1,6 +1,8 @@
 """The voice banks (deepspeech2/data/voicebanks.py): each English voice speaks one sentence offline at 16-24 kHz,
-at a plausible length and level; rate, pitch and the vocal-tract factor do what they say, measured on the output."""
+at a plausible length and level; rate, pitch and the vocal-tract factor do what they say, measured on the output;
+RHVoice through its library speaks exactly as RHVoice-test, a process per utterance, did."""
 
+import concurrent.futures
 import json
 import shutil
 import subprocess
@@ -9,9 +11,11 @@ import sys
 import numpy as np
 import pytest
 
+from deepspeech2.audio import audio_info, load_audio, shifted_rate
 from deepspeech2.data import voicebanks
 
 SENTENCE = "the quick brown fox jumps over the lazy dog"
+RHVOICE_VOICES = [v for e, v, _ in voicebanks.VOICES if e == "rhvoice"]
 pytestmark = pytest.mark.skipif(bool(voicebanks.missing()), reason=f"needs {voicebanks.missing()}: "
                                 f"{voicebanks.APT_HINT}")
 
@@ -78,4 +82,43 @@ def test_bad_requests_are_clear_errors():
         voicebanks.synthesize("rhvoice", "slt", SENTENCE)
     with pytest.raises(ValueError, match="`formant` must be a factor"):
         voicebanks.synthesize("pico", "en-US", SENTENCE, formant=0)
+    with pytest.raises(RuntimeError, match=r"RHVoice \(bdl\) refused the text ''"):
+        voicebanks.synthesize("rhvoice", "bdl", "")
     assert voicebanks.version("mbrola").startswith("mbrola 3.")
+
+
+def rhvoice_test(tmp_path, voice: str, text: str, rate: float, pitch: float, formant: float):
+    """The reference: RHVoice-test, a process per utterance (voicebanks' RHVoice path until the library), asked
+    for the rate and pitch before the vocal-tract factor's resampling, its WAV read as float32."""
+    wav = tmp_path / "reference.wav"
+    cmd = ["RHVoice-test", "-p", voice, "-r", str(voicebanks.rhvoice_percent(rate / formant)),
+           "-t", str(voicebanks.rhvoice_percent(pitch / formant)), "-o", str(wav)]
+    subprocess.run(cmd, input=text.encode("utf-8"), capture_output=True, timeout=60, check=True)
+    return load_audio(wav, sample_rate=None), shifted_rate(audio_info(wav)[0], formant)
+
+
+@pytest.mark.skipif(shutil.which("RHVoice-test") is None, reason="needs RHVoice-test (Debian `rhvoice`), the "
+                    f"reference: {voicebanks.APT_HINT}")
+def test_rhvoice_library_speaks_sample_for_sample_as_rhvoice_test(tmp_path):
+    """Every RHVoice voice, as shipped and as a speaker (rate, pitch, vocal tract; one past RHVoice's clamp)."""
+    texts = [SENTENCE, "it's a long way to the top if you wanna rock and roll"]
+    speakers = [(0.8, 1.3, 1.0), (1.25, 0.6, 1.1), (1.1, 1.6, 0.92), (0.3, 3.0, 1.0), (0.95, 0.9, 1.2)]
+    for i, voice in enumerate(RHVOICE_VOICES):
+        for text, (rate, pitch, formant) in [(texts[0], (1.0, 1.0, 1.0)), (texts[1], speakers[i])]:
+            wav, sr = voicebanks.synthesize("rhvoice", voice, text, rate, pitch, formant)
+            expected, expected_sr = rhvoice_test(tmp_path, voice, text, rate, pitch, formant)
+            assert sr == expected_sr and wav.dtype == expected.dtype == np.float32, (voice, rate, pitch, formant)
+            np.testing.assert_array_equal(wav, expected, err_msg=f"{voice} {rate} {pitch} {formant}")
+
+
+def test_rhvoice_worker_threads_share_its_engine():
+    """The corpus's two worker threads ask RHVoice's one engine at once, for two voices or one voice twice: each
+    utterance comes out as it does alone (the library is not safe from two threads: the calls take turns)."""
+    voices = RHVOICE_VOICES[:2] + [v for v in RHVOICE_VOICES[2:4] for _ in range(2)]
+    jobs = [(voice, f"{SENTENCE} number {n}", 0.8 + 0.1 * n, 1.2 - 0.1 * n) for n, voice in enumerate(voices)]
+    alone = [voicebanks.synthesize("rhvoice", *job) for job in jobs]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        together = list(pool.map(lambda job: voicebanks.synthesize("rhvoice", *job), jobs))
+    for job, (wav, sr), (again, sr_again) in zip(jobs, alone, together):
+        assert sr == sr_again, job
+        np.testing.assert_array_equal(wav, again, err_msg=str(job))

@@ -21,7 +21,9 @@ lmtext=(wordnet-base dict-foldoc fortune-anarchism fortunes-bofh-excuses tfortun
 
 # Most systems list only Debian's main section: the voices' .deb files (bookworm, amd64) come from
 # deb.debian.org's pool, checked against these SHA-256 sums, and apt installs them with their dependencies from main.
-voices=(mbrola mbrola-us1 mbrola-us2 mbrola-us3 mbrola-en1 rhvoice rhvoice-english libttspico-utils)
+# RHVoice speaks through its library (librhvoice5); rhvoice's RHVoice-test is the reference its tests and bench
+# compare it with.
+voices=(mbrola mbrola-us1 mbrola-us2 mbrola-us3 mbrola-en1 librhvoice5 rhvoice rhvoice-english libttspico-utils)
 voice_debs=(
   "contrib/m/mbrola/mbrola_3.3+dfsg-9_amd64.deb d94ea5bbb8b201935e8a40d758f1a224030d13a1ba669cc75293823933554c7f"
   "non-free/m/mbrola-us1/mbrola-us1_0.3+repack2-5_all.deb b3284caecfc47023bca46550c5f7cde2f4e8cb4ac3b60840ff8784914c7c85fd"
@@ -31,6 +33,7 @@ voice_debs=(
   "non-free/r/rhvoice/rhvoice_1.8.0+dfsg-3_amd64.deb 58d87c29dd1b7ebacb2ab5cd435e6b390d59c0b01e788e2aaf398a98b7694fd2"
   "non-free/r/rhvoice/librhvoice-core7_1.8.0+dfsg-3_amd64.deb 7b321d21caf899c78e579593f105fd49995f4d0c948c0523b2b4baa3291375f5"
   "non-free/r/rhvoice/librhvoice-audio2_1.8.0+dfsg-3_amd64.deb a1b7edc74397a150d83107f66fbb6781ab888053eb6fc65f42479f886d42fd62"
+  "non-free/r/rhvoice/librhvoice5_1.8.0+dfsg-3_amd64.deb 7a12f124a48941ec0e94aeaa60da44a27c164a31d5a6bb884875e533a6d15128"
   "non-free/r/rhvoice/rhvoice-english_1.8.0+dfsg-3_all.deb 7ea5227bcfc54b814086f53225ff47052b444d4554e8c4e752c9e6b29edf89a5"
   "non-free/s/svox/libttspico-utils_1.0+git20130326-13_amd64.deb 9a5a3a1a19546c48c698e1e224db47a548786da77e67f559496b7167861b261b"
   "non-free/s/svox/libttspico0_1.0+git20130326-13_amd64.deb fc9e4dbc664a7756ae73e83633d9987e6b0f2fd5248f04def8beb8de6df2cd02"
