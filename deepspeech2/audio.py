@@ -132,3 +132,58 @@ def save_wav(path: str | os.PathLike, wav: np.ndarray, sample_rate: int = SAMPLE
         wav = (np.clip(wav, -1.0, 1.0) * 32767.0).round().astype(np.int16)
     with atomic_path(path) as tmp:
         sf.write(str(tmp), wav, sample_rate, subtype="PCM_16", format="WAV")
+
+
+# G.711 μ-law (ITU-T G.711, table 2a; bit for bit as ITU-T G.191's reference code `ulaw_compress`/`ulaw_expand`):
+# 8-bit codes of 14-bit linear samples, a sign and 8 segments of 16 equal steps, each segment twice the step of the
+# one below: a piecewise-linear approximation of F(x) = sgn(x) ln(1 + 255|x|) / ln(256) (μ = 255). With the bias of
+# 33 the segment ends sit at 2^(6+s) - 33 (s = 0..7: 31, 95, 223, ..., 8159) in 14-bit units.
+MULAW_BIAS = 33  # 14-bit units added to the magnitude before the segment is found
+MULAW_MAX = 0x1FFF  # largest biased 14-bit magnitude: 8159 + 33; louder samples clip
+
+
+def mulaw_encode(pcm: np.ndarray) -> np.ndarray:
+    """G.711 μ-law encoding of 16-bit linear PCM (the 14 most significant bits are coded).
+
+    Negative samples take the magnitude of their one's complement (G.191): -1 codes as +0 does, so the quantizer
+    is symmetric about -1/2, as the two's complement range is.
+
+    Args:
+        pcm: int16 array, any shape.
+
+    Returns:
+        uint8 codes of the same shape, as sent on the line (bits inverted: silence is 0xFF).
+
+    Raises:
+        ValueError: `pcm` is not int16.
+    """
+    pcm = np.asarray(pcm)
+    if pcm.dtype != np.int16:
+        raise ValueError(f"`pcm` must be int16 samples, got dtype {pcm.dtype}")
+    x = pcm.astype(np.int32)
+    biased = np.minimum((np.where(x < 0, ~x, x) >> 2) + MULAW_BIAS, MULAW_MAX)  # 33..8191
+    segment = np.searchsorted(2 ** np.arange(6, 14), biased, side="right")  # floor(log2(biased)) - 5: 0..7
+    step = (biased >> (segment + 1)) & 0xF  # the 16 steps of the segment
+    sign = np.where(x >= 0, 0x80, 0)
+    return (sign | (0x7F ^ ((segment << 4) | step))).astype(np.uint8)
+
+
+def mulaw_decode(codes: np.ndarray) -> np.ndarray:
+    """G.711 μ-law decoding: each code's reconstruction value, the middle of its step, as 16-bit linear PCM.
+
+    Args:
+        codes: uint8 array, any shape.
+
+    Returns:
+        int16 array of the same shape, within ±32124.
+
+    Raises:
+        ValueError: `codes` is not uint8.
+    """
+    codes = np.asarray(codes)
+    if codes.dtype != np.uint8:
+        raise ValueError(f"`codes` must be uint8 μ-law codes, got dtype {codes.dtype}")
+    inverted = 0xFF ^ codes.astype(np.int32)
+    segment, step = (inverted >> 4) & 0x7, inverted & 0xF
+    magnitude = (((step << 3) + 4 * MULAW_BIAS) << segment) - 4 * MULAW_BIAS
+    return np.where(codes < 0x80, -magnitude, magnitude).astype(np.int16)

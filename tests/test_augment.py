@@ -20,6 +20,7 @@ from deepspeech2.data.augment import (
     ShiftPerturb,
     SpecAugment,
     SpeedPerturb,
+    Telephone,
     VolumePerturb,
     change_speed,
     fft_size,
@@ -30,6 +31,7 @@ from deepspeech2.data.augment import (
     trim_tail,
 )
 from deepspeech2.data.manifest import Utterance, write_manifest
+from deepspeech2.data.telephone import telephone
 
 SR = 16000
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "augmentation.example.json"
@@ -528,3 +530,32 @@ def test_vtlp_moves_formants_by_alpha_and_keeps_the_band_edges():
     assert 36 <= np.argmax(out[0]) <= 44
     with pytest.raises(ValueError, match="`min_warp`"):
         parse_augmentation([{"type": "vtlp", "params": {"min_warp": 1.2, "max_warp": 1.1}, "prob": 1.0}])
+
+
+def test_telephone_is_the_numpy_channel_in_the_graph_with_padding_kept():
+    """One copy of the rule: the augmentation gives what ds2-eval --channel g711 hears, eagerly and in tf.data."""
+    aug = parse_augmentation([{"type": "telephone", "params": {}, "prob": 1.0}])
+    assert aug.waveform == (Telephone(),) and parse_augmentation(aug.to_config()) == aug
+    x = _speech_like(9000, seed=3)
+    padded = np.concatenate([x, np.ones(700, np.float32)])  # non-zero padding, to see it dropped
+    y, n = _run(Telephone(), padded, length=len(x))
+    assert n == len(x) and y.shape == padded.shape
+    np.testing.assert_array_equal(y[:n], telephone(x, SR))
+    assert not y[n:].any()
+    assert _db(y[:n] - x) - _db(x) > -6  # it changed the audio: 61% of white noise lies outside 300-3400 Hz
+    ds = tf.data.Dataset.from_tensors((padded, len(x))).map(lambda w, k: aug.apply_waveform(w, k, tf.constant([1, 2])))
+    [(wav, length)] = list(ds.as_numpy_iterator())
+    np.testing.assert_array_equal(wav, y)
+    assert length == n
+    # At 8 kHz (a narrowband model) it is the codec and the band-pass alone.
+    narrow = parse_augmentation([{"type": "telephone", "params": {}, "prob": 1.0}], sample_rate=8000)
+    np.testing.assert_array_equal(_run(narrow.waveform[0], x)[0], telephone(x, 8000))
+
+
+def test_telephone_config_errors():
+    with pytest.raises(ValueError, match=r"unknown param\(s\) \['codec'\]"):
+        parse_augmentation([{"type": "telephone", "params": {"codec": "alaw"}, "prob": 1.0}])
+    with pytest.raises(ValueError, match="`prob` must be <= 1.0, got 2"):
+        parse_augmentation([{"type": "telephone", "params": {}, "prob": 2}])
+    with pytest.raises(ValueError, match="`sample_rate` must be >= 8000 Hz.*6000"):
+        parse_augmentation([{"type": "telephone", "params": {}, "prob": 1.0}], sample_rate=6000)

@@ -11,10 +11,11 @@ every utterance in every epoch:
 
 examples/augmentation.example.json is the recipe for the tiny corpus (its noise and RIR manifests come
 from `deepspeech2.data.noise.prepare_noise`). Types and params are the seed's (data_utils/augmentor/):
-`volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal` and `eq` (ours: a random smooth
-equalizer) act on the waveform; `specaugment` and `vtlp` (ours: vocal tract length perturbation) act on the
-features and always run after every waveform entry, whatever their place in the list. Relative manifest
-paths resolve against the current working directory, as in the seed.
+`volume`, `speed`, `shift`, `noise`, `impulse`, `bayesian_normal`, `eq` (ours: a random smooth
+equalizer) and `telephone` (ours: the G.711 phone line of `deepspeech2.data.telephone`) act on the
+waveform; `specaugment` and `vtlp` (ours: vocal tract length perturbation) act on the features and always
+run after every waveform entry, whatever their place in the list. Relative manifest paths resolve against
+the current working directory, as in the seed.
 
 Draws are stateless (`tf.random.stateless_uniform`): a (2,) int key `seed` determines them all. The input
 pipeline keys each record on (`PipelineConfig.seed`, epoch, input pipeline, position in the epoch), so
@@ -69,6 +70,7 @@ import tensorflow as tf
 
 from deepspeech2.audio import SAMPLE_RATE
 from deepspeech2.data.manifest import load_utterance, read_manifest
+from deepspeech2.data.telephone import TELEPHONE_RATE, telephone
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +85,8 @@ MAX_FFT_SIZE = 2**30  # longest FFT input supported: 18 hours at 16 kHz, far bey
 SPEED_SIZE_CANDIDATES = 8  # input sizes tried per speed change: the rate error falls from 0.8% (1) to 0.25%
 IMPULSE_TAIL_DB = 60.0  # IRs are cut where the energy still to come is 60 dB down (the RT60 definition)
 
-TYPES = ("volume", "speed", "shift", "noise", "impulse", "eq", "bayesian_normal", "specaugment", "vtlp")
+TYPES = ("volume", "speed", "shift", "noise", "impulse", "eq", "bayesian_normal", "telephone", "specaugment",
+         "vtlp")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -616,6 +619,38 @@ class BayesianNormalization:
         return _pad_to(y, tf.shape(wav)[0]), length
 
 
+@dataclass(frozen=True)
+class Telephone:
+    """The utterance as heard over a phone (ours): `deepspeech2.data.telephone.telephone`, the channel `ds2-eval
+    --channel g711` scores with (8 kHz, 300-3400 Hz, G.711 μ-law, back to the model's rate, same length), so a
+    model can learn phone audio at its own rate. Deterministic: its only draw is `prob`'s coin.
+
+    The numpy channel runs through `tf.numpy_function` (one copy of the rule, not a second one in TF ops); it
+    holds Python's GIL for about 3 ms per second of audio.
+    """
+
+    type: ClassVar[str] = "telephone"
+    num_draws: ClassVar[int] = 0  # deterministic: `apply` takes no uniforms
+    prob: float = 1.0
+    sample_rate: int = SAMPLE_RATE  # Hz of the waveforms; set by parse_augmentation, not by the JSON
+
+    def __post_init__(self):
+        _check_prob(self.prob)
+        if self.sample_rate < TELEPHONE_RATE:
+            raise ValueError(f"`sample_rate` must be >= {TELEPHONE_RATE} Hz for the phone line, got "
+                             f"{self.sample_rate!r}")
+
+    def __call__(self, wav: tf.Tensor, length: tf.Tensor, seed=None) -> tuple[tf.Tensor, tf.Tensor]:
+        return self.apply(wav, length, None)
+
+    def apply(self, wav: tf.Tensor, length: tf.Tensor, u) -> tuple[tf.Tensor, tf.Tensor]:
+        del u
+        length = tf.cast(length, tf.int32)
+        heard = tf.numpy_function(lambda x: telephone(x, self.sample_rate), [wav[:length]], tf.float32,
+                                  stateful=False)
+        return _pad_to(tf.reshape(heard, [length]), tf.shape(wav)[0]), length
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Feature component
 
@@ -784,7 +819,7 @@ def _spans(starts: tf.Tensor, widths: tf.Tensor, size: tf.Tensor) -> tf.Tensor:
 # The pipeline
 
 WaveformAugment = Union[VolumePerturb, SpeedPerturb, ShiftPerturb, NoisePerturb, ImpulseResponse, Equalizer,
-                        BayesianNormalization]
+                        BayesianNormalization, Telephone]
 
 
 @dataclass(frozen=True)
@@ -891,6 +926,8 @@ def _component_class(kind: str):
         return Equalizer
     if kind == "bayesian_normal":
         return BayesianNormalization
+    if kind == "telephone":
+        return Telephone
     if kind == "specaugment":
         return SpecAugment
     if kind == "vtlp":
