@@ -9,7 +9,7 @@ D = DecoderConfig
 # The flags that replace an export's recorded decoder; --decode_workers isn't one: a server decodes in the
 # request's thread.
 OVERRIDE_FLAGS = ("decoder", "lm", "unigrams", "beam_size", "alpha", "beta", "cutoff_prob", "cutoff_top_n",
-                  "token_min_logp", "beam_prune_logp")
+                  "token_min_logp", "beam_prune_logp", "hotwords", "hotword_weight")
 
 
 def define_flags(kind: str | None) -> None:
@@ -27,8 +27,11 @@ def define_flags(kind: str | None) -> None:
     flags.DEFINE_integer("cutoff_top_n", D.cutoff_top_n, "DS2 pruning: at most this many tokens per frame.")
     flags.DEFINE_float("token_min_logp", D.token_min_logp, "Skip tokens below this log-probability.")
     flags.DEFINE_float("beam_prune_logp", D.beam_prune_logp, "Drop beams this far below the best one.")
-    if kind is not None:  # ds2-tune parallelizes over grid points instead (its --num_workers)
+    if kind is not None:  # ds2-tune parallelizes over grid points instead (its --num_workers), and tunes no hotwords
         flags.DEFINE_integer("decode_workers", D.num_workers, "Decoding processes; 0: one per CPU core.")
+        flags.DEFINE_list("hotwords", [], "Words or phrases the beam search favours, comma-separated (\"zyxel,new "
+                          "york\"); a phrase's words count one by one. Words the LM lacks work too (README: Hotwords).")
+        flags.DEFINE_float("hotword_weight", D.hotword_weight, "Nats a hypothesis gains per hotword it holds.")
 
 
 def config(values: flags.FlagValues) -> DecoderConfig:
@@ -41,10 +44,23 @@ def config(values: flags.FlagValues) -> DecoderConfig:
                          cutoff_prob=values.cutoff_prob, cutoff_top_n=values.cutoff_top_n,
                          token_min_logp=values.token_min_logp, beam_prune_logp=values.beam_prune_logp,
                          lm_path=values.lm if beam else None, unigrams_path=values.unigrams if beam else None,
-                         num_workers=values["decode_workers"].value if "decode_workers" in values else D.num_workers)
+                         num_workers=values["decode_workers"].value if "decode_workers" in values else D.num_workers,
+                         hotwords=tuple(values["hotwords"].value) if "hotwords" in values else (),
+                         hotword_weight=(values["hotword_weight"].value if "hotword_weight" in values
+                                         else D.hotword_weight))
 
 
 def override(values: flags.FlagValues) -> DecoderConfig | None:
     """ds2-serve and ds2-demo: the DecoderConfig of the decoder flags given on the command line, or None when none
-    is given, so that the export's recorded decoder (assets.extra/decoder_config.json) is used."""
-    return config(values) if any(values[name].present for name in OVERRIDE_FLAGS) else None
+    is given, so that the export's recorded decoder (assets.extra/decoder_config.json) is used.
+
+    Raises:
+        ValueError: --hotwords or --hotword_weight without --lm: they would replace the export's decoder (and its LM)
+            with one without an LM, whose hotwords a stream's finals (greedy without an LM) never see.
+    """
+    if not any(values[name].present for name in OVERRIDE_FLAGS):
+        return None
+    if (values["hotwords"].present or values["hotword_weight"].present) and not values.lm:
+        raise ValueError("--hotwords and --hotword_weight replace the export's recorded decoder, as every decoder flag "
+                         "does: give --lm (with --alpha and --beta) too, or record the hotwords with ds2-export")
+    return config(values)

@@ -335,3 +335,109 @@ def test_six_thousand_character_vocabulary_decodes_with_and_without_a_character_
     assert Decoder(DecoderConfig(num_workers=1), vocab).decode_utterances([lp]) == [a + b + d]
     with_lm = DecoderConfig(lm_path=str(tmp_path / "zh.arpa"), alpha=1.0, beta=0.5, num_workers=1)
     assert Decoder(with_lm, vocab).decode_utterances([lp]) == [a + c + d]
+
+
+# ------------------------------------------------------------------------------------ incremental search
+
+def noisy_utterance(rng, vocab, words=8):
+    """(time, vocab) log-probs of a noisy spelling of random label runs with blanks: many candidates per frame."""
+    steps = []
+    for i in rng.integers(1, vocab.size, size=words * 4):
+        steps += [i] * int(rng.integers(1, 4)) + [0] * int(rng.integers(0, 4))
+    logits = rng.normal(size=(len(steps), vocab.size)) * 1.5
+    logits[np.arange(len(steps)), steps] += rng.uniform(2, 8, size=len(steps))
+    return log_softmax(logits)
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_prefix_search_gives_what_pyctcdecode_gives(en_lm, tmp_path, language):
+    """Our frame loop (decode/search.py) against pyctcdecode's own decode and decode_beams on the same frames."""
+    from deepspeech2.decode.beam import BeamSearch, candidate_frames
+
+    if language == "en":
+        vocab, lm = EN, en_lm
+    else:
+        vocab, lm = Vocabulary(tuple("你好号吗")), str(tmp_path / "zh.arpa")
+        (tmp_path / "zh.arpa").write_text(ARPA_ZH)
+    rng = np.random.default_rng(3)
+    for lm_path in (None, lm):
+        config = DecoderConfig(beam_size=24, alpha=0.7, beta=1.5, lm_path=lm_path, num_workers=1)
+        search = BeamSearch(config, vocab)
+        for _ in range(6):
+            candidates, _, _ = candidate_frames(noisy_utterance(rng, vocab), config)
+            kw = dict(beam_width=config.beam_size, beam_prune_logp=config.beam_prune_logp, token_min_logp=SKIP_LOGP)
+            ours = search.start()
+            ours.advance(candidates)
+            assert ours.finish()[0][0] == search.ctc.decode(candidates, **kw)
+            ours = search.start(prune_history=False)
+            for chunk in np.array_split(candidates, 4):
+                ours.advance(chunk)
+            theirs = search.ctc.decode_beams(candidates, **kw)
+            got = ours.finish()
+            assert [(b[0], b[2], b[3]) for b in got] == [(b[0], b[2], b[3]) for b in theirs]
+            np.testing.assert_allclose([b[4] for b in got], [b[4] for b in theirs], rtol=1e-9)
+
+
+def test_beam_stream_in_any_chunking_ends_as_the_offline_search(en_lm):
+    """A stream fed chunks of 0-40 frames (pruning step 3 across chunk boundaries included) finishes with the
+    offline beam search's transcript; its partial is the best beam so far."""
+    rng = np.random.default_rng(4)
+    config = DecoderConfig(beam_size=16, alpha=0.5, beta=1.0, lm_path=en_lm, num_workers=1, token_min_logp=-3.5)
+    decoder = Decoder(config, EN)
+    for _ in range(10):
+        lp = noisy_utterance(rng, EN)
+        stream = decoder.search.stream()
+        cuts = np.sort(rng.integers(0, len(lp), size=int(rng.integers(1, 12))))
+        for chunk in np.split(lp, cuts):
+            stream.update(chunk)
+            assert isinstance(stream.text, str)
+        assert stream.finish() == decoder.decode_utterances([lp])[0]
+    # The LM is used as the stream goes: the acoustics say "hat", the LM and the stream's final say "cat".
+    hat = frames(spell("the cat sat on the mat", at4={"h": 0.6, "c": 0.39}), EN)
+    stream = decoder.search.stream()
+    for chunk in np.array_split(hat, 7):
+        stream.update(chunk)
+    assert stream.text.startswith("the cat sat on")
+    assert stream.finish() == "the cat sat on the mat"
+
+
+def test_beam_stream_memory_is_bounded_by_the_beam(en_lm):
+    rng = np.random.default_rng(5)
+    config = DecoderConfig(beam_size=8, alpha=0.5, beta=1.0, lm_path=en_lm, num_workers=1)
+    stream = Decoder(config, EN).search.stream()
+    for _ in range(30):
+        stream.update(noisy_utterance(rng, EN, words=4))
+        assert len(stream._prefix._lm_scores) <= config.beam_size + 1
+        assert len(stream._prefix._part_scores) <= config.beam_size
+    assert 0 < stream.nbytes < 200_000
+    assert isinstance(stream.finish(), str)
+    with pytest.raises(ValueError, match="finished"):
+        stream._prefix.advance(noisy_utterance(rng, EN, words=1))
+
+
+@pytest.mark.parametrize("with_lm", [False, True])
+def test_prefix_search_with_hotwords_gives_what_pyctcdecode_gives(en_lm, with_lm):
+    """Hotwords the LM knows (or any, without an LM): our search with `Hotwords` against pyctcdecode's decode and
+    decode_beams with the same hotwords and weight, on the same frames (a word the LM lacks differs by design:
+    tests/test_hotwords.py)."""
+    from deepspeech2.decode.beam import BeamSearch, candidate_frames
+
+    rng = np.random.default_rng(6)
+    hotwords = ["hat", "cat sat"] if with_lm else ["dab", "cab ace"]
+    config = DecoderConfig(beam_size=24, alpha=0.7, beta=1.5, lm_path=en_lm if with_lm else None, num_workers=1,
+                           hotwords=tuple(hotwords), hotword_weight=6.0)
+    search = BeamSearch(config, EN)
+    assert search.hotwords.unknown == ()
+    kw = dict(beam_width=config.beam_size, beam_prune_logp=config.beam_prune_logp, token_min_logp=SKIP_LOGP,
+              hotwords=hotwords, hotword_weight=6.0)
+    for _ in range(4):
+        candidates, _, _ = candidate_frames(noisy_utterance(rng, EN), config)
+        ours = search.start()
+        ours.advance(candidates)
+        assert ours.finish()[0][0] == search.ctc.decode(candidates, **kw)
+        ours = search.start(prune_history=False)
+        for chunk in np.array_split(candidates, 3):
+            ours.advance(chunk)
+        got, theirs = ours.finish(), search.ctc.decode_beams(candidates, **kw)
+        assert [b[0] for b in got] == [b[0] for b in theirs]
+        np.testing.assert_allclose([b[4] for b in got], [b[4] for b in theirs], rtol=1e-9)

@@ -32,6 +32,12 @@ handed to pyctcdecode then start each character with its word-boundary mark "▁
 scores each character as it is completed; the LM's corpus is written one character per token (`ds2-build-lm
 --language zh`), and the spaces pyctcdecode puts between words are removed from the output.
 
+Hotwords. `hotwords` lists words or phrases the search favours, with pyctcdecode's hotword scoring (`Hotwords`,
+README "Hotwords"): a hypothesis gains `hotword_weight` nats for each hotword it holds (each word of a phrase
+counts on its own), and a partial word that starts a hotword gains its share of the weight instead of the LM's
+partial-word score. A hotword the LM doesn't know is scored as the LM scores an unknown word, without
+`unk_score_offset`: the list says it exists. A request can add its own (`BeamSearch.hotwords_with`).
+
 Workers. `Decoder` forks a persistent pool of `num_workers` processes on its first batch, after the LM is
 loaded: the workers inherit the parent's KenLM model, so the LM is loaded once, not per call or per
 worker (a binary model is memory-mapped, so its pages are shared too). They run only numpy and KenLM,
@@ -55,6 +61,7 @@ import numpy as np
 
 from deepspeech2 import configs
 from deepspeech2.decode.greedy import check_log_probs, greedy_decode, ids_to_text
+from deepspeech2.text import normalize_english
 from deepspeech2.vocab import Vocabulary
 
 KINDS = ("greedy", "beam")
@@ -65,6 +72,10 @@ CUTOFF_TOP_N = 40  # DS2 §7.3: "... and at most 40 characters"
 SKIP_LOGP = math.log(1e-15) + 1.0
 MIN_TOKEN_LOGP = -30.0  # the lowest `token_min_logp` that stays clear of SKIP_LOGP
 WORD_BOUNDARY = "▁"  # pyctcdecode's BPE word-start mark, used for character LMs
+# The default hotword bonus, in nats: the lowest dev WER on the tiny corpus (bench/hotwords.py, README "Hotwords");
+# kept below -beam_prune_logp (10), past which a hotword's prefixes prune the beams that spell other words.
+HOTWORD_WEIGHT = 8.0
+LN10 = math.log(10)  # pyctcdecode's LM scores are KenLM's log10 times ln 10 (its LOG_BASE_CHANGE_FACTOR)
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,8 @@ class DecoderConfig:
     unigrams_path: str | None = None  # the LM's word list; None: `<lm stem>.unigrams.txt` (needed for binary LMs)
     unk_score_offset: float = -10.0  # pyctcdecode: added for a word (or word prefix) the LM doesn't know
     num_workers: int = 0  # decoding processes for a batch; 0: one per CPU core; 1: in this process
+    hotwords: tuple[str, ...] = ()  # words or phrases to favour (`Hotwords`); normalized as transcripts are
+    hotword_weight: float = HOTWORD_WEIGHT  # nats a hypothesis gains per hotword it holds (not scaled by alpha)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -110,6 +123,12 @@ class DecoderConfig:
             raise ValueError(f"`unigrams_path` ({self.unigrams_path}) is given without `lm_path`")
         if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
             raise ValueError(f"`num_workers` must be an int >= 0 (0: one per CPU core), got {self.num_workers!r}")
+        object.__setattr__(self, "hotwords", normalize_hotwords(self.hotwords))  # a JSON list, too
+        if not (math.isfinite(self.hotword_weight) and self.hotword_weight >= 0):
+            raise ValueError(f"`hotword_weight` must be finite and >= 0 (nats), got {self.hotword_weight!r}")
+        if self.hotwords and self.kind != "beam":
+            raise ValueError(f"`hotwords` {list(self.hotwords)} need kind='beam'; greedy decoding has no search to "
+                             "bias")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -118,6 +137,78 @@ class DecoderConfig:
     def from_dict(cls, d: dict) -> "DecoderConfig":
         """Inverse of `to_dict`. Raises ValueError on a key that is not a field."""
         return configs.from_dict(cls, d)
+
+
+def normalize_hotwords(hotwords: Sequence[str]) -> tuple[str, ...]:
+    """Hotwords as the search matches them: each normalized as a transcript is (`normalize_english`: lower case,
+    numbers spelled out, punctuation dropped), duplicates dropped, in order.
+
+    >>> normalize_hotwords(["Zyxel", "New  York", "zyxel", "R2-D2"])
+    ('zyxel', 'new york', 'r two d two')
+
+    Raises:
+        ValueError: `hotwords` is a single string, or an entry is not a string, is empty, or can't be normalized.
+    """
+    if isinstance(hotwords, (str, bytes)):
+        raise ValueError(f"`hotwords` must be a list of words or phrases, got the string {hotwords!r}")
+    out = []
+    for hotword in hotwords:
+        text = normalize_english(hotword) if isinstance(hotword, str) else ""
+        if not text:
+            raise ValueError(f"`hotwords`: {hotword!r} is not a word or phrase that can be written in [a-z' ] (it is "
+                             "normalized as a transcript: numbers spelled out, punctuation dropped)")
+        if text not in out:
+            out.append(text)
+    return tuple(out)
+
+
+class Hotwords:
+    """pyctcdecode's hotword scoring (its `HotwordScorer`) for one list of hotwords, with one change: a hotword
+    the LM doesn't know is scored as a known word.
+
+    pyctcdecode adds `weight` nats to a hypothesis for each hotword in it (a phrase counts word by word, wherever
+    each word occurs) and, while a hypothesis' last word is unfinished and starts a hotword, `weight * len(prefix)
+    / len(shortest hotword it starts)` instead of the LM's partial-word score (`unk_score_offset` for a prefix of
+    no LM word). When a word the LM doesn't know ends, the LM adds `unk_score_offset` (in log10, so alpha * 10 *
+    ln 10 nats: 17 at alpha 0.75) to KenLM's <unk> probability, more than the bonus gives: out of the box an
+    out-of-LM hotword loses at its last letter. Here that offset is given back for each such hotword, so it is
+    scored as KenLM scores <unk>, plus the bonus. The search calls `score`, `score_partial_token` and `in`.
+    """
+
+    def __init__(self, words: Sequence[str], weight: float, language_model=None):
+        """
+        Args:
+            words: normalized hotwords (`normalize_hotwords`), words or phrases.
+            weight: nats per hotword in a hypothesis.
+            language_model: the search's `pyctcdecode.LanguageModel` (its alpha and offset are read at each
+                score, so `BeamSearch.set_weights` applies), or None without an LM.
+        """
+        from pyctcdecode.language_model import HotwordScorer  # as BeamSearch: only beam search needs it
+
+        self.words = tuple(words)
+        self.weight = float(weight)
+        self._scorer = HotwordScorer.build_scorer(self.words, weight=self.weight)
+        unigrams = sorted({w for phrase in self.words for w in phrase.split()})
+        # The words pyctcdecode's LanguageModel.score gives `unk_score_offset` (its own test, as written there).
+        self.unknown = tuple(w for w in unigrams if language_model is not None and (
+            (language_model._unigram_set and w not in language_model._unigram_set)
+            or w not in language_model._kenlm_model))
+        self._count_unknown = HotwordScorer.build_scorer(self.unknown, weight=1.0)
+        self._lm = language_model
+
+    def __contains__(self, prefix: str) -> bool:
+        return prefix in self._scorer
+
+    def score_partial_token(self, prefix: str) -> float:
+        return self._scorer.score_partial_token(prefix)
+
+    def score(self, text: str) -> float:
+        """The bonus of a hypothesis' finished words: `weight` per hotword, and the LM's unknown-word offset back
+        for each that the LM doesn't know."""
+        score = self._scorer.score(text)
+        if self.unknown:
+            score -= self._count_unknown.score(text) * self._lm.alpha * self._lm.unk_score_offset * LN10
+        return score
 
 
 def unigrams_path_for(lm_path: str | os.PathLike) -> Path:
@@ -191,35 +282,52 @@ def prune_log_probs(log_probs, cutoff_prob: float = CUTOFF_PROB, cutoff_top_n: i
     return np.where(keep, log_probs, -np.inf).astype(np.float32)
 
 
-def candidate_log_probs(log_probs: np.ndarray, config: DecoderConfig, collapse: bool = True) -> np.ndarray:
-    """One utterance's log-probabilities as the beam search sees them: pruning steps 1-3 of the module doc.
+def candidate_frames(log_probs: np.ndarray, config: DecoderConfig, previous_best: int = -1,
+                     collapse: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
+    """Pruning steps 1-3 of the module doc on `(time, vocab_size)` log-probabilities (or logits), keeping track of
+    which frames are left, so that a stream can prune chunk by chunk as the whole utterance is pruned at once.
 
     Both thresholds apply to the model's probabilities (not renormalized after step 1).
 
     Args:
-        log_probs: `(time, vocab_size)` log-probabilities (or logits) of one utterance, valid steps only.
+        log_probs: `(time, vocab_size)` one utterance's frames, or the next chunk of a stream's.
         config: the pruning settings (`cutoff_prob`, `cutoff_top_n`, `token_min_logp`).
+        previous_best: the token of the frame before these when that frame had one candidate only, else -1
+            (what the previous call returned; -1 at the start of an utterance).
         collapse: do step 3 (off only to check that it changes nothing).
 
     Returns:
-        `(frames, vocab_size)` float32, frames <= time: dropped tokens -inf, repeated single-candidate frames
-        removed. Frame indices no longer match the input's.
+        `(frames (kept, vocab_size) float32, kept frame indices (kept,), previous_best for the next call)`:
+        dropped tokens are -inf; repeated single-candidate frames are removed.
     """
     lp = log_softmax(log_probs)
     if lp.shape[0] == 0:
-        return lp
+        return lp, np.zeros(0, np.int64), previous_best
     if config.cutoff_prob < 1:
         lp = prune_log_probs(lp, config.cutoff_prob, config.cutoff_top_n)
     best = np.argmax(lp, axis=-1)  # (T,)
     floor = lp < config.token_min_logp
     floor[np.arange(len(best)), best] = False  # pyctcdecode always tries the frame's best token
     lp = np.where(floor, -np.inf, lp).astype(np.float32)
-    if not collapse:
-        return lp
     single = np.isfinite(lp).sum(axis=-1) == 1
+    last = int(best[-1]) if single[-1] else -1
+    if not collapse:
+        return lp, np.arange(len(lp)), last
     repeat = np.zeros_like(single)
+    repeat[0] = single[0] and best[0] == previous_best
     repeat[1:] = single[1:] & single[:-1] & (best[1:] == best[:-1])
-    return lp[~repeat]
+    kept = np.flatnonzero(~repeat)
+    return lp[kept], kept, last
+
+
+def candidate_log_probs(log_probs: np.ndarray, config: DecoderConfig, collapse: bool = True) -> np.ndarray:
+    """One utterance's log-probabilities as the beam search sees them: `candidate_frames`' frames.
+
+    Returns:
+        `(frames, vocab_size)` float32, frames <= time: dropped tokens -inf, repeated single-candidate frames
+        removed. Frame indices no longer match the input's.
+    """
+    return candidate_frames(log_probs, config, collapse=collapse)[0]
 
 
 def pyctcdecode_labels(vocab: Vocabulary) -> list[str]:
@@ -238,6 +346,8 @@ class BeamSearch:
 
         self.config = config
         self.char_level = not vocab.spaced
+        if config.hotwords:  # before the LM loads (seconds for a large one); `hotwords_with` builds them below
+            check_hotwords(config.hotwords, vocab)
         lm_path, unigrams = check_lm_files(config), None
         if lm_path is not None:
             words = Path(config.unigrams_path) if config.unigrams_path else unigrams_path_for(lm_path)
@@ -249,32 +359,195 @@ class BeamSearch:
                 pyctcdecode_labels(vocab), kenlm_model_path=None if lm_path is None else str(lm_path),
                 unigrams=unigrams, alpha=float(config.alpha), beta=float(config.beta),
                 unk_score_offset=float(config.unk_score_offset))
+        self.vocab = vocab
+        self.hotwords = self.hotwords_with(())  # the config's, for every search that isn't given others
+
+    def hotwords_with(self, extra: Sequence[str]) -> Hotwords | None:
+        """The config's hotwords and `extra` (e.g. a request's), at the config's weight, for `start`, `nbest` or
+        `stream`; None when there are none.
+
+        Raises:
+            ValueError: an entry of `extra` can't be normalized, or holds a character the model can't output.
+        """
+        words = normalize_hotwords(tuple(self.config.hotwords) + tuple(extra))
+        if not words:
+            return None
+        check_hotwords(words, self.vocab)
+        return Hotwords(words, self.config.hotword_weight, self.ctc._language_model)
 
     def set_weights(self, alpha: float, beta: float) -> None:
         """Change alpha and beta in place (in this process only; for ds2-tune's workers)."""
         self.ctc.reset_params(alpha=float(alpha), beta=float(beta))
 
+    def start(self, prune_history: bool = True, hotwords: Hotwords | None = None):
+        """A new `search.PrefixSearch` over one utterance, to `advance` with candidate frames (`candidate_frames`),
+        with `hotwords` (`hotwords_with`; None: the config's)."""
+        from deepspeech2.decode.search import PrefixSearch  # it imports pyctcdecode, as the constructor does
+
+        return PrefixSearch(self.ctc, self.config.beam_size, self.config.beam_prune_logp, SKIP_LOGP, prune_history,
+                            hotwords if hotwords is not None else self.hotwords)
+
+    def stream(self, hotwords: Hotwords | None = None) -> "BeamStream":
+        """A new utterance to decode chunk by chunk (a streaming session's), with `hotwords` (None: the config's)."""
+        return BeamStream(self, hotwords)
+
     def __call__(self, log_probs: np.ndarray) -> str:
         return self.decode_candidates(candidate_log_probs(log_probs, self.config))
+
+    def text(self, text: str) -> str:
+        """A beam's text as a transcript: without the spaces between a character language's words."""
+        return text.replace(" ", "") if self.char_level else text
 
     def decode_candidates(self, candidates: np.ndarray) -> str:
         """Search `candidate_log_probs`' output (prepared once, e.g. for every point of ds2-tune's grid)."""
         if candidates.shape[0] == 0:
             return ""
-        text = self.ctc.decode(candidates, beam_width=self.config.beam_size,
-                               beam_prune_logp=self.config.beam_prune_logp, token_min_logp=SKIP_LOGP)
-        return text.replace(" ", "") if self.char_level else text
+        search = self.start()
+        search.advance(candidates)
+        return self.text(search.finish()[0][0])
 
-    def nbest(self, log_probs: np.ndarray, n: int) -> list[tuple[str, float]]:
+    def nbest(self, log_probs: np.ndarray, n: int, hotwords: Hotwords | None = None) -> list[tuple[str, float]]:
         """The `n` best hypotheses of one utterance `(time, vocab_size)`, best first, with their DS2 eq. 12
-        scores (fewer when the beam holds fewer)."""
-        candidates = candidate_log_probs(log_probs, self.config)
+        scores (fewer when the beam holds fewer; with `hotwords` (None: the config's), their bonus included)."""
+        candidates, frame_ids, _ = candidate_frames(log_probs, self.config)
         if candidates.shape[0] == 0:
             return [("", 0.0)]
-        beams = self.ctc.decode_beams(candidates, beam_width=self.config.beam_size,
-                                      beam_prune_logp=self.config.beam_prune_logp, token_min_logp=SKIP_LOGP)
+        # As pyctcdecode's decode_beams: keep the beams' diversity.
+        search = self.start(prune_history=False, hotwords=hotwords)
+        search.advance(candidates, frame_ids)
         # A beam is (text, lm_state, word_frames, logit_score, combined_score), best first.
-        return [(b[0].replace(" ", "") if self.char_level else b[0], float(b[4])) for b in beams[:n]]
+        return [(self.text(b[0]), float(b[4])) for b in search.finish()[:n]]
+
+    def hypotheses(self, log_probs: np.ndarray, prune_history: bool = True, hotwords: Hotwords | None = None) -> list:
+        """Every hypothesis the beam holds at the end of one utterance `(time, vocab_size)`, best first, as
+        `words.Hypothesis`: transcript, each word's span in model output steps, DS2 eq. 12 score.
+
+        `prune_history` True is the search that transcribes (`__call__`: the first hypothesis is its transcript),
+        False the more diverse one of `nbest`; `hotwords` None: the config's. `words.decode_words` uses both.
+        Empty for an utterance of no steps."""
+        from deepspeech2.decode.words import hypotheses
+
+        candidates, frame_ids, _ = candidate_frames(log_probs, self.config)
+        if candidates.shape[0] == 0:
+            return []
+        search = self.start(prune_history=prune_history, hotwords=hotwords)
+        search.advance(candidates, frame_ids)
+        return hypotheses(search.finish(), frame_ids, len(log_probs), self.text)
+
+
+class BeamStream:
+    """One utterance decoded with the LM as its log-probs arrive (DS2 §7's streaming, with the beam search kept
+    up to date): `update` with each chunk's new frames, `text` is the best beam so far, `finish` gives the final
+    transcript, the same as `BeamSearch` over the whole utterance at once.
+
+    With `words`, it also keeps what `words.decode_words` needs as the frames arrive: the second, diverse search
+    (`nbest`'s, whose hypotheses score each word's confidence) advanced beside the first, the kept frames' indices
+    and the log-probs; `finish_words` then gives the transcript and its timed words, as `decode_words` over the
+    whole utterance does, with only the last chunk's frames and the end-of-sentence scores left to compute. It
+    doubles the search's work per chunk.
+
+    >>> stream = BeamSearch(DecoderConfig(), Vocabulary.english()).stream()
+    >>> for chunk in np.split(np.log(np.eye(29)[[10, 10, 0, 11]] + 1e-6), 2):  # h h blank i
+    ...     stream.update(chunk)
+    >>> stream.finish()
+    'hi'
+    """
+
+    def __init__(self, search: BeamSearch, hotwords: Hotwords | None = None, words: bool = False):
+        self.search = search
+        self._prefix = search.start(hotwords=hotwords)
+        self._previous_best = -1  # the last frame's only candidate, for pruning step 3 across chunks
+        self.steps = 0  # model output steps seen
+        self.words = bool(words)
+        self._diverse = search.start(prune_history=False, hotwords=hotwords) if words else None
+        self._kept: list[np.ndarray] = []  # with words: each chunk's kept frames, as output step indices
+        self._log_probs: list[np.ndarray] = []  # with words: each chunk's (steps, vocab_size) log-probs
+
+    def update(self, log_probs: np.ndarray) -> None:
+        """Advance over the next `(steps, vocab_size)` log-probabilities (or logits) of the utterance."""
+        log_probs = np.asarray(log_probs)
+        if log_probs.ndim != 2:
+            raise ValueError(f"`log_probs` must be (steps, vocab_size), got shape {log_probs.shape}")
+        frames, kept, self._previous_best = candidate_frames(log_probs, self.search.config, self._previous_best)
+        self._prefix.advance(frames, kept + self.steps)
+        if self.words:
+            self._diverse.advance(frames, kept + self.steps)
+            self._kept.append(kept + self.steps)
+            self._log_probs.append(np.array(log_probs, np.float32))  # a copy: the caller may reuse its buffer
+        self.steps += len(log_probs)
+
+    @property
+    def text(self) -> str:
+        """The best hypothesis so far, with the LM (its last word may be unfinished)."""
+        return self.search.text(self._prefix.best)
+
+    @property
+    def nbytes(self) -> int:
+        """A rough size of the search's state: at most `fixed_bytes` plus `step_bytes` per output step so far."""
+        if not self.words:
+            return self._prefix.nbytes
+        return self._prefix.nbytes + self._diverse.nbytes + sum(a.nbytes + k.nbytes
+                                                                for a, k in zip(self._log_probs, self._kept))
+
+    @property
+    def fixed_bytes(self) -> int:
+        """The most the beams and their LM score caches hold, besides their texts and frame lists."""
+        return self._prefix.fixed_bytes * (2 if self.words else 1)
+
+    @property
+    def step_bytes(self) -> int:
+        """The most one output step can add to `nbytes` (every beam a character and a word's frame span longer;
+        with words, in both searches, and the step's log-probs and index)."""
+        from deepspeech2.decode.search import STEP_BYTES
+
+        if not self.words:
+            return STEP_BYTES * self.search.config.beam_size
+        return 2 * STEP_BYTES * self.search.config.beam_size + 4 * self.search.vocab.size + 8
+
+    def finish(self) -> str:
+        """The final transcript (the end-of-sentence LM score added). The stream is spent afterwards."""
+        if self._prefix.frames == 0:
+            self._prefix.done = True
+            return ""
+        return self.search.text(self._prefix.finish()[0][0])
+
+    def finish_words(self, clock, config, duration: float | None = None) -> tuple[str, list]:
+        """The final transcript and its words, what `words.decode_words` gives over the whole utterance (in place
+        of `finish`; the stream is spent afterwards).
+
+        Args:
+            clock: the model's `words.FrameClock`.
+            config: the `words.WordConfig` (shifts, calibration).
+            duration: the audio's seconds, if known: times are clipped to it.
+
+        Returns:
+            `(transcript, [words.Word, ...])`.
+
+        Raises:
+            ValueError: the stream was started without `words`.
+        """
+        from deepspeech2.decode.words import hypotheses, words
+
+        if not self.words:
+            raise ValueError("this stream keeps no words: start it with `words=True`")
+        if self._prefix.frames == 0:
+            self._prefix.done = self._diverse.done = True
+            return "", []
+        kept = np.concatenate(self._kept)
+        best = hypotheses(self._prefix.finish(), kept, self.steps, self.search.text)[0]
+        hyps = hypotheses(self._diverse.finish(), kept, self.steps, self.search.text)
+        return best.text, words(best, hyps, np.concatenate(self._log_probs), clock, config, duration)
+
+
+def check_hotwords(hotwords: Sequence[str], vocab: Vocabulary) -> None:
+    """Raises ValueError unless the model can spell every hotword (normalized) as words of its vocabulary."""
+    if not vocab.spaced:
+        raise ValueError(f"`hotwords` {list(hotwords)} need a vocabulary with a space (words); for a character "
+                         "language pyctcdecode's hotwords would boost single characters wherever they occur")
+    for hotword in hotwords:
+        missing = sorted(vocab.unknown(hotword))
+        if missing:
+            raise ValueError(f"`hotwords`: {hotword!r} holds {missing}, which the model can't output")
 
 
 def check_lm_files(config: DecoderConfig) -> Path | None:
@@ -438,6 +711,7 @@ class Decoder:
             raise ValueError(f"`log_probs` have {size} classes but the vocabulary has {self.vocab.size} ids")
 
 
-__all__ = ["CUTOFF_PROB", "CUTOFF_TOP_N", "BeamSearch", "Decoder", "DecoderConfig", "candidate_log_probs",
-           "check_lm_files", "cpu_count", "load_unigrams", "log_softmax", "prune_log_probs", "pyctcdecode_labels",
+__all__ = ["CUTOFF_PROB", "CUTOFF_TOP_N", "HOTWORD_WEIGHT", "BeamSearch", "BeamStream", "Decoder", "DecoderConfig",
+           "Hotwords", "candidate_frames", "candidate_log_probs", "check_hotwords", "check_lm_files", "cpu_count",
+           "load_unigrams", "log_softmax", "normalize_hotwords", "prune_log_probs", "pyctcdecode_labels",
            "unigrams_path_for"]
