@@ -17,7 +17,9 @@ network. Reported: median and p98 latency (the client's and the server's), the d
 over all steps (streams per forward pass), and the streaming real-time factor (forward-pass seconds the
 utterances rode in over their audio seconds; the mean over utterances). The utterances come from
 --manifest (the tiny test split when it exists) or are generated clips. The load average before and after
-is printed: another job on the machine slows every figure. Prints the figures, then one JSON line.
+is printed: another job on the machine slows every figure. With --agreement, the streamed finals are then compared
+with the offline model and decoder on the same files (same transcript, and both WERs against --manifest). Prints the
+figures, then one JSON line.
 """
 
 import argparse
@@ -48,11 +50,7 @@ def percentile(values, q):
 def utterance_files(args, tmp: Path) -> list[str]:
     """WAV paths to stream: from --manifest, or generated clips of 1.5-4 s."""
     if args.manifest and Path(args.manifest).is_file():
-        paths = [json.loads(line)["audio_filepath"] for line in Path(args.manifest).read_text().splitlines() if line]
-        base = Path(args.manifest).parent
-        paths = [p if Path(p).is_absolute() or Path(p).exists() else str(base / p) for p in paths]
-        random.Random(0).shuffle(paths)
-        return paths[:args.streams * args.utterances]
+        return list(manifest_texts(args.manifest))[:args.streams * args.utterances]
     from deepspeech2.audio import save_wav
     from deepspeech2.testing import make_clip
 
@@ -62,6 +60,44 @@ def utterance_files(args, tmp: Path) -> list[str]:
         save_wav(path, make_clip(1.5 + 2.5 * random.Random(i).random(), seed=i))
         out.append(str(path))
     return out
+
+
+def manifest_texts(manifest: str) -> dict[str, str]:
+    """The manifest's audio paths (shuffled with a fixed seed) -> their transcripts."""
+    lines = [json.loads(line) for line in Path(manifest).read_text().splitlines() if line]
+    base = Path(manifest).parent
+    out = []
+    for line in lines:
+        p = line["audio_filepath"]
+        out.append((p if Path(p).is_absolute() or Path(p).exists() else str(base / p), line.get("text", "")))
+    random.Random(0).shuffle(out)
+    return dict(out)
+
+
+def agreement(args, results: list) -> dict:
+    """The streamed finals against the offline model + the same decoder on the same files (issue 38: the
+    incremental beam search must end where the offline one does), and both WERs against the manifest."""
+    from deepspeech2.bundle import load_bundle
+    from deepspeech2.decode import Decoder, DecoderConfig
+    from deepspeech2.inference import file_utterances, transcribe
+    from deepspeech2.metrics import wer
+
+    bundle = load_bundle(args.model_dir)
+    config = (DecoderConfig(lm_path=args.lm, alpha=args.alpha, beta=args.beta, beam_size=args.beam_size)
+              if args.lm else DecoderConfig(kind="greedy"))
+    paths = sorted({path for path, _ in results})
+    with Decoder(config, bundle.vocab) as decoder:
+        offline = {t.source: t.text for t in transcribe(bundle, file_utterances(paths), decoder)}
+    refs = manifest_texts(args.manifest) if args.manifest and Path(args.manifest).is_file() else {}
+    same = sum(r.text == offline[path] for path, r in results)
+    figures = {"utterances": len(results), "same_final": same, "same_final_share": round(same / len(results), 4)}
+    if refs:
+        spaced = bundle.vocab.spaced
+        figures["wer_streamed"] = round(100 * wer([refs[p] for p, _ in results], [r.text for _, r in results],
+                                                  spaced=spaced), 2)
+        figures["wer_offline"] = round(100 * wer([refs[p] for p, _ in results], [offline[p] for p, _ in results],
+                                                 spaced=spaced), 2)
+    return figures
 
 
 def model_dir(args, tmp: Path) -> str:
@@ -79,7 +115,9 @@ def model_dir(args, tmp: Path) -> str:
 def start_demo(args, model: str, tmp: Path) -> tuple[subprocess.Popen, int]:
     port_file = tmp / "demo.port"
     command = [str(VENV_BIN / "ds2-demo"), "--model_dir", model, "--port", "0", "--port_file", str(port_file),
-               "--max_batch_size", str(args.max_batch_size), "--batch_timeout_micros", str(args.batch_timeout_micros)]
+               "--max_batch_size", str(args.max_batch_size), "--batch_timeout_micros", str(args.batch_timeout_micros),
+               # every stream comes from this one address: let them all in (the default is 4 per client)
+               "--max_streams_per_client", str(args.streams), "--max_streams", str(max(args.streams, 32))]
     if args.lm:
         command += ["--decoder", "beam", "--lm", args.lm, "--alpha", str(args.alpha), "--beta", str(args.beta),
                     "--beam_size", str(args.beam_size)]
@@ -111,7 +149,7 @@ def run_streams(args, port: int, files: list[str]) -> list:
                     errors.append(f"{path}: {e}")
                 continue
             with lock:
-                results.append(result)
+                results.append((path, result))
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(args.streams)]
     for t in threads:
@@ -138,7 +176,12 @@ def main():
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--beta", type=float, default=1.0)
     parser.add_argument("--beam_size", type=int, default=100)
+    parser.add_argument("--agreement", action="store_true",
+                        help="afterwards, decode the same files offline (the bundle --model_dir, the same decoder) and "
+                             "report how many streamed finals equal the offline transcripts, and both WERs")
     args = parser.parse_args()
+    if args.agreement and args.untrained:
+        parser.error("--agreement needs a trained bundle (--model_dir), not --untrained")
 
     tmp = Path(tempfile.mkdtemp(prefix="ds2-bench-stream-"))
     process = None
@@ -158,6 +201,8 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     if not results:
         sys.exit("bench/stream.py: error: no utterance finished")
+    same = agreement(args, results) if args.agreement else None
+    results = [r for _, r in results]
 
     latencies = [r.latency_ms for r in results]
     server = [r.server_latency_ms for r in results]
@@ -191,6 +236,11 @@ def main():
           ", ".join(f"{k}: {100 * v / steps:.0f}%" for k, v in sorted(sizes.items())) +
           f"; mean {figures['mean_batch_size']}")
     print(f"streaming RTF {rtf:.4f}; load average {load_before:.2f} -> {load_after:.2f}")
+    if same is not None:
+        figures["agreement"] = same
+        print(f"finals equal to the offline decoding: {same['same_final']} of {same['utterances']}"
+              + (f"; WER streamed {same['wer_streamed']}%, offline {same['wer_offline']}%" if "wer_offline" in same
+                 else ""))
     print(json.dumps(figures))
 
 

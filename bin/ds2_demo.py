@@ -1,14 +1,16 @@
-r"""Live transcription in the browser: a web page streams your microphone (or a file) to a streaming model.
+r"""Live transcription in the browser: a web page sends your microphone (or a file) to a model.
 
     ds2-demo --model_dir runs/tiny-streaming/export/ds2          # an export; open http://127.0.0.1:8000/
     ds2-demo --model_dir runs/tiny-streaming/model --port 0 --port_file /tmp/demo.port   # a bundle (exported first)
     ds2-demo --model_dir runs/tiny-streaming/export/ds2 --lm data/tiny/lm/tiny3.bin --alpha 0.5 --beta 2
 
 Hold the button (or the space bar) while you speak: the page downsamples the microphone to 16 kHz in an
-AudioWorklet and sends 16-bit PCM over a WebSocket; partial transcripts (greedy) appear while you speak and
-the final one (with the LM, when there is one) when you release, with the latency and the real-time
-factor. A file can be uploaded instead. The model must stream (unidirectional RNNs, e.g. ds2-streaming: the
-export has a stream_step signature); the steps of all users are batched together. The final transcript uses
+AudioWorklet and sends 16-bit PCM over a WebSocket. A streaming model (unidirectional RNNs, e.g.
+ds2-streaming: the export has a stream_step signature) shows partial transcripts while you speak (with an LM,
+the beam search's best so far: it runs as the audio arrives) and the final one when you release; any other
+model (e.g. make demo's bidirectional one) is push to talk: the whole utterance is transcribed on release. The
+latency and the real-time factor come with the final transcript. A file can be uploaded instead. The steps of
+all users are batched together. The final transcript uses
 the decoder the export recorded (ds2-export --lm ...) unless decoder flags are given here. Binds 127.0.0.1
 unless --host says otherwise; SIGTERM or Ctrl-C stops it. Only the page's own origin may open the WebSocket
 (--allowed_origins adds others), idle connections close after --idle_seconds, and each client address gets

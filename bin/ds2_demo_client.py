@@ -18,6 +18,8 @@ flags.DEFINE_string("server", "127.0.0.1:8000", "host:port of ds2-demo (or a ws:
 flags.DEFINE_float("chunk_ms", 100.0, "Audio per message, in milliseconds.")
 flags.DEFINE_float("speed", 1.0, "1: real time; 2: twice as fast; 0: as fast as possible.")
 flags.DEFINE_float("timeout", 60.0, "Seconds to wait for the server.")
+flags.DEFINE_bool("words", False, "Also print the final transcript's words, tab-separated: start and end (s), "
+                  "confidence, word (a ds2-demo with an LM gives them).")
 FLAGS = flags.FLAGS
 
 
@@ -25,7 +27,7 @@ def main(argv):
     if len(argv) != 2:
         sys.exit("ds2-demo-client: error: give one audio file (ds2-demo-client FILE.wav)")
     try:
-        from deepspeech2_serving.demo_client import DemoClientConfig, DemoError, stream_file
+        from deepspeech2_serving.demo_client import DemoClientConfig, DemoError, format_words, stream_file
 
         config = DemoClientConfig(server=FLAGS.server, file=argv[1], chunk_ms=FLAGS.chunk_ms, speed=FLAGS.speed,
                                   timeout_seconds=FLAGS.timeout)
@@ -33,6 +35,8 @@ def main(argv):
     except (ValueError, FileNotFoundError, ConnectionError, DemoError) as e:
         sys.exit(f"ds2-demo-client: error: {e}")
     print(f"final: {result.text}")
+    if FLAGS.words:
+        print(format_words(result))
     print(f"latency {result.latency_ms:.0f} ms (server {result.server_latency_ms:.0f} ms), real-time factor "
           f"{result.rtf:.3f}, {result.audio_seconds:.2f} s of audio, decoder {result.decoder}")
 

@@ -16,7 +16,8 @@ the decoder is the one ds2-export recorded, unless decoder flags are given here 
 request's thread: --decode_workers doesn't apply). Streaming models also have stream_step: with the state
 in each request (as stock TF Serving serves it), or in a session the server keeps (extra inputs `session_id`
 and `sequence`: an empty id opens one and the response names the id the server issued; a repeated `sequence`
-gets the stored answer), answering its transcript so far (session_transcripts; the LM's on the final step);
+gets the stored answer), answering its transcript so far (session_transcripts: the LM beam search's best,
+advanced with each step, when there is an LM; its final on the final step);
 steps of concurrent streams are batched together. A session carries at most --max_stream_seconds of audio
 (OUT_OF_RANGE past it) and all sessions together at most --max_stream_memory_mb (RESOURCE_EXHAUSTED). A
 request still queued at its deadline is dropped. Binds 127.0.0.1 unless --host says otherwise; the port has
@@ -58,9 +59,9 @@ flags.DEFINE_float("grace_seconds", 30.0, "On SIGTERM, how long requests in flig
 flags.DEFINE_integer("max_streams", 256, "Streaming sessions held at once; more: RESOURCE_EXHAUSTED.")
 flags.DEFINE_float("stream_idle_seconds", 60.0, "A streaming session unused this long is forgotten.")
 flags.DEFINE_float("max_stream_seconds", 60.0, "Most audio one streaming session may carry; a chunk past it is "
-                   "refused (OUT_OF_RANGE). It also bounds the final LM search of a stream.")
-flags.DEFINE_integer("max_stream_memory_mb", 1024, "Most memory the streaming sessions' states and log-probs may "
-                     "take together; a new session or step past it is refused (RESOURCE_EXHAUSTED).")
+                   "refused (OUT_OF_RANGE).")
+flags.DEFINE_integer("max_stream_memory_mb", 1024, "Most memory the streaming sessions' states and LM beam searches "
+                     "may take together; a new session or step past it is refused (RESOURCE_EXHAUSTED).")
 _decoding.define_flags(kind="beam")
 flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
 flags.mark_flags_as_required(["model_base_path"])

@@ -17,14 +17,25 @@ without (Mandarin, DS2 §6.2). Both are always in the report, scored as the trai
 score them (`deepspeech2.metrics`): without word boundaries a "word" is a character, so Mandarin WER == CER.
 Reference characters the model's vocabulary lacks (which it can only answer with `<unk>`, or not at all) are
 counted: they are errors no decoder can avoid.
+
+`EvalConfig.channel` "g711" scores the audio as heard over a phone (`deepspeech2.data.telephone`: 8 kHz,
+300-3400 Hz, G.711 μ-law, back to the model's rate): each utterance is read, sent through the channel and
+written to a temporary folder (at the model's rate, 16-bit: 115 MB an hour at 16 kHz) before the model reads it;
+the report still names the original files.
+
+`EvalConfig.words` (a `deepspeech2.decode.words.WordConfig`, beam search only) adds every transcript word's start,
+end, confidence and whether it is right to the report, and how well the confidences rank and match the right words
+(AUROC, expected calibration error) to its totals (`word_confidence`).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,10 +43,12 @@ from pathlib import Path
 
 from deepspeech2.bundle import load_bundle
 from deepspeech2.data.manifest import Utterance, read_manifest
+from deepspeech2.data.telephone import telephone_copies
 from deepspeech2.decode import Decoder, DecoderConfig
+from deepspeech2.decode.words import FrameClock, WordConfig, confidence_summary, decode_words
 from deepspeech2.fileio import write_json
 from deepspeech2.inference import MAX_SECONDS, compute_log_probs
-from deepspeech2.metrics import Errors, char_errors, summarize, word_errors
+from deepspeech2.metrics import Errors, char_errors, hypothesis_hits, summarize, word_errors, word_tokens
 from deepspeech2.progress import progress_bar
 from deepspeech2.vocab import UNK_CHAR, Vocabulary
 
@@ -43,6 +56,7 @@ logger = logging.getLogger(__name__)
 
 DECODE_CHUNK = 64  # utterances per decoder call (the progress bar's step)
 NO_GROUP = "(none)"  # the group of a line that lacks the `group_by` key
+CHANNELS = ("none", "g711")  # what the audio goes through before the model: nothing, or a G.711 phone line
 
 
 @dataclass(frozen=True)
@@ -58,8 +72,15 @@ class EvalConfig:
     max_seconds: float | None = MAX_SECONDS  # longer utterances are skipped unread (None: no limit)
     report_path: str = ""  # where to write the JSON report ("" = none)
     progress: bool = True  # progress bars
+    channel: str = "none"  # "g711": score the audio as heard over a phone (`deepspeech2.data.telephone`)
+    words: WordConfig | None = None  # set: each word's times and confidence in the report, scored (beam search only)
 
     def __post_init__(self):
+        if self.words is not None and self.decoder.kind != "beam":
+            raise ValueError("`words` (word times and confidences) need the beam search, not `decoder.kind`="
+                             f"{self.decoder.kind!r}")
+        if self.channel not in CHANNELS:
+            raise ValueError(f"`channel` must be one of {', '.join(CHANNELS)}, got {self.channel!r}")
         if not self.manifests:
             raise ValueError("`manifests` is empty; give at least one manifest to evaluate")
         if self.batch_size < 1:
@@ -90,19 +111,37 @@ def evaluate(config: EvalConfig) -> dict:
             raise ValueError(f"`group_by` key {key!r} appears in no manifest line; keys there: "
                              f"{sorted(_keys(utterances))}")
 
-    acoustic = compute_log_probs(bundle, utterances, config.batch_size, progress=config.progress,
-                                 max_seconds=config.max_seconds)
+    channel_seconds = 0.0
+    with (tempfile.TemporaryDirectory(prefix="ds2-eval-g711-") if config.channel == "g711"
+          else contextlib.nullcontext()) as folder:
+        heard = utterances
+        if folder is not None:
+            t0 = time.perf_counter()
+            heard = telephone_copies(utterances, folder, bundle.feature_config.sample_rate, config.max_seconds,
+                                     progress=config.progress)
+            channel_seconds = time.perf_counter() - t0
+        acoustic = compute_log_probs(bundle, heard, config.batch_size, progress=config.progress,
+                                     max_seconds=config.max_seconds)
     ok = [i for i, lp in enumerate(acoustic.log_probs) if lp is not None]
     if not ok:
         raise ValueError(f"none of the {len(utterances)} utterances' audio could be read (first problem: "
                          f"{acoustic.skipped[0][1]})")
     hypotheses: list[str] = []
+    timed: list[list] = []  # with `config.words`: each utterance's `Word`s
+    clock = FrameClock.of(bundle.model_config, bundle.feature_config)
     t0 = time.perf_counter()
     with Decoder(config.decoder, bundle.vocab) as decoder:
         bar = progress_bar(total=len(ok), desc="decode", unit="utt", show=config.progress)
         for start in range(0, len(ok), DECODE_CHUNK):
             chunk = [acoustic.log_probs[i] for i in ok[start:start + DECODE_CHUNK]]
-            hypotheses += decoder.decode_utterances(chunk)
+            if config.words is None:
+                hypotheses += decoder.decode_utterances(chunk)
+            else:  # both searches of `decode_words`, in this process
+                for i in ok[start:start + DECODE_CHUNK]:
+                    text, timed_words = decode_words(decoder.search, acoustic.log_probs[i], clock, config.words,
+                                                     duration=utterances[i].duration or None)
+                    hypotheses.append(text)
+                    timed.append(timed_words)
             bar.update(len(chunk))
         bar.close()
     decode_seconds = time.perf_counter() - t0
@@ -116,20 +155,30 @@ def evaluate(config: EvalConfig) -> dict:
                       "reference": ref, "hypothesis": hyp, "word_errors": w.edits, "words": w.reference,
                       "char_errors": c.edits, "chars": c.reference, **{key: _key(u, key) for key in config.group_by}}
                      for u, ref, hyp, w, c in zip(scored, references, hypotheses, words, chars)]
+    right = []  # with `config.words`: whether each timed word is right (aligned to an equal reference word)
+    for u, ref, timed_words in zip(per_utterance, references, timed):
+        hits = hypothesis_hits(word_tokens(ref, spaced=spaced), [w.word for w in timed_words])
+        u["word_times"] = [{**w.to_dict(), "right": h is not None} for w, h in zip(timed_words, hits)]
+        right += [h is not None for h in hits]
     totals = summarize(words, chars)
     audio = acoustic.audio_seconds
     report = {
         "model_dir": str(config.model_dir),
         "manifests": [str(m) for m in config.manifests],
         "decoder": config.decoder.to_dict(),
+        "channel": config.channel,
         "language_spaced": spaced,
         "headline_metric": bundle.vocab.metric,
         "totals": {**totals, "skipped": len(acoustic.skipped), "scored": len(ok)},
+        "word_confidence": None if config.words is None else {
+            "config": config.words.to_dict(),
+            **confidence_summary([w.confidence for ws in timed for w in ws], right)},
         "out_of_vocabulary": out_of_vocabulary(references, hypotheses, bundle.vocab),
         "groups": {key: _groups(per_utterance, words, chars, key) for key in config.group_by},
         "timing": {
             "audio_seconds": round(audio, 3),
             "load_seconds": round(acoustic.load_seconds, 3),
+            "channel_seconds": round(channel_seconds, 3),  # the phone line's simulation, outside the RTF
             "acoustic_seconds": round(acoustic.model_seconds, 3),
             "decode_seconds": round(decode_seconds, 3),
             "rtf_acoustic": acoustic.model_seconds / audio if audio else None,  # features + acoustic model
@@ -174,7 +223,8 @@ def format_report(report: dict, examples: int = 0) -> str:
     cer_line = (f"CER {t['cer']:.2%}  ({t['char_substitutions']} sub, {t['char_deletions']} del, "
                 f"{t['char_insertions']} ins / {t['chars']} chars)")
     headline = report.get("headline_metric", "wer")
-    lines = [f"{t['scored']} utterances ({tm['audio_seconds'] / 60:.1f} min of audio), {how}"
+    over = ", over a G.711 phone line" if report.get("channel", "none") == "g711" else ""
+    lines = [f"{t['scored']} utterances ({tm['audio_seconds'] / 60:.1f} min of audio{over}), {how}"
              + (f"; {t['skipped']} skipped (unreadable or too long, listed in the report)" if t["skipped"] else ""),
              *([wer_line, cer_line] if headline == "wer" else [cer_line, wer_line])]
     oov = report.get("out_of_vocabulary")
@@ -182,6 +232,11 @@ def format_report(report: dict, examples: int = 0) -> str:
         lines.append(f"{oov['chars']} reference characters ({oov['share']:.2%}, {oov['distinct']} distinct, in "
                      f"{oov['utterances']} utterances) are outside the vocabulary; {oov['unk_in_hypotheses']} "
                      f"<unk> ({UNK_CHAR}) decoded")
+    wc = report.get("word_confidence")
+    if wc and wc["words"]:
+        lines.append(f"word confidence: {wc['words']} words, {wc['right']:.1%} right, mean confidence "
+                     f"{wc['mean_confidence']:.3f}; AUROC " + ("-" if wc["auroc"] is None else f"{wc['auroc']:.3f}")
+                     + f", ECE {wc['ece']:.3f} ({len(wc['table'])} bins)")
     for key, groups in report["groups"].items():
         width = max([len(key)] + [len(g) for g in groups])
         first, second = ("wer", "cer") if headline == "wer" else ("cer", "wer")

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from deepspeech2.bundle import Bundle, load_bundle
 from deepspeech2.data.manifest import TooLongError, Utterance, load_utterance, read_manifest, sample_utterances
+from deepspeech2.decode.words import FrameClock, WordConfig, decode_words
 from deepspeech2.features import featurize
 from deepspeech2.progress import progress_bar
 from deepspeech2.vocab import Vocabulary
@@ -58,7 +59,8 @@ class AcousticOutputs:
 
 
 def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_size: int = 16,
-                      progress: bool = True, max_seconds: float | None = MAX_SECONDS) -> AcousticOutputs:
+                      progress: bool = True, max_seconds: float | None = MAX_SECONDS,
+                      forward=None) -> AcousticOutputs:
     """Run the model over `utterances` and return each one's log-probabilities over its valid steps.
 
     Utterances are batched in order of duration (less padding; the outputs come back in the input order).
@@ -71,6 +73,8 @@ def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_siz
         batch_size: utterances per model call.
         progress: show a progress bar (`deepspeech2.progress`).
         max_seconds: longer audio is refused by its header, unread, with how to cut it (None: no limit).
+        forward: the acoustic model to run, with `acoustic_model`'s contract; None: `acoustic_model(bundle)`
+            (another: `deepspeech2_export.tflite.tflite_acoustic_model`, a TFLite model behind the same features).
 
     Returns:
         The log-probabilities (None for skipped utterances) and the skipped ones with their reasons.
@@ -82,7 +86,7 @@ def compute_log_probs(bundle: Bundle, utterances: Sequence[Utterance], batch_siz
         raise ValueError(f"`batch_size` must be >= 1, got {batch_size!r}")
     out: list[np.ndarray | None] = [None] * len(utterances)
     skipped: list[tuple[int, str]] = []
-    forward = acoustic_model(bundle)
+    forward = acoustic_model(bundle) if forward is None else forward
     audio = load_time = model_time = 0.0
     order = sorted(range(len(utterances)), key=lambda i: utterances[i].duration)
     rate = bundle.feature_config.sample_rate
@@ -191,21 +195,35 @@ class Transcript:
     text: str | None  # None: the audio couldn't be read, or was too long
     error: str | None = None  # why not
     reference: str | None = None  # the manifest's transcript, when transcribing manifest lines
+    words: list | None = None  # `deepspeech2.decode.words.Word`s (times, confidence) when asked for
 
 
 def transcribe(bundle: Bundle, utterances: Sequence[Utterance], decoder, batch_size: int = 16,
-               progress: bool = False, max_seconds: float | None = MAX_SECONDS) -> list[Transcript]:
+               progress: bool = False, max_seconds: float | None = MAX_SECONDS,
+               words: WordConfig | None = None, forward=None) -> list[Transcript]:
     """Transcribe utterances (audio files as `Utterance`s, or manifest lines) with a `deepspeech2.decode.Decoder`.
 
     An input whose audio can't be read, or is longer than `max_seconds`, gets its error instead of a transcript;
-    the others are still transcribed. Results come in the input order.
+    the others are still transcribed. Results come in the input order. With `words` (the decoder must be a beam
+    search), each transcript comes with its words' times and confidences (`decode_words`, in this process).
+    `forward` replaces the bundle's Keras model (`compute_log_probs`).
     """
-    acoustic = compute_log_probs(bundle, utterances, batch_size, progress=progress, max_seconds=max_seconds)
+    if words is not None and decoder.search is None:
+        raise ValueError("word times and confidences need the beam search (`kind`='beam'), not greedy decoding")
+    acoustic = compute_log_probs(bundle, utterances, batch_size, progress=progress, max_seconds=max_seconds,
+                                 forward=forward)
     ok = [i for i, lp in enumerate(acoustic.log_probs) if lp is not None]
-    texts = dict(zip(ok, decoder.decode_utterances([acoustic.log_probs[i] for i in ok]))) if ok else {}
+    timed = {}
+    if words is not None:
+        clock = FrameClock.of(bundle.model_config, bundle.feature_config)
+        timed = {i: decode_words(decoder.search, acoustic.log_probs[i], clock, words, duration=utterances[i].duration
+                                 or None) for i in ok}
+        texts = {i: text for i, (text, _) in timed.items()}
+    else:
+        texts = dict(zip(ok, decoder.decode_utterances([acoustic.log_probs[i] for i in ok]))) if ok else {}
     errors = dict(acoustic.skipped)
-    return [Transcript(u.audio_filepath, texts.get(i), errors.get(i), u.text or None)
-            for i, u in enumerate(utterances)]
+    return [Transcript(u.audio_filepath, texts.get(i), errors.get(i), u.text or None,
+                       timed[i][1] if i in timed else None) for i, u in enumerate(utterances)]
 
 
 def file_utterances(paths: Sequence[str | os.PathLike]) -> list[Utterance]:

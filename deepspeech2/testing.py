@@ -43,6 +43,18 @@ def make_manifest(directory: str | os.PathLike, n: int = 4, min_seconds: float =
     return manifest, utts
 
 
+def bundle_log_probs(bundle, wave: np.ndarray) -> np.ndarray:
+    """The offline model's log-probabilities `(steps, vocab_size)` on one waveform: the whole utterance at once,
+    featurized as in training (the reference the streaming and serving tests compare with)."""
+    import tensorflow as tf
+
+    from deepspeech2.features import featurize
+
+    features, frames = featurize(wave[None], [len(wave)], bundle.feature_config, bundle.normalizer)
+    outputs = bundle.model({"features": features, "feature_lengths": frames}, training=False)
+    return tf.nn.log_softmax(outputs["logits"])[0, :int(outputs["output_lengths"][0])].numpy()
+
+
 def modules_loaded_by(code: str, prefixes: tuple[str, ...], timeout: float = 300) -> list[str]:
     """Run `code` in a fresh Python and return the loaded modules whose names start with one of `prefixes`.
 

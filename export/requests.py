@@ -14,6 +14,23 @@ import soundfile as sf
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 
+# An optional input of serving_default and transcribe_wav that ds2-serve takes besides the signature's (with
+# `nbest`, whose n-best it biases): string [n] (or a scalar), each a word or phrase for the server's beam search to
+# favour (README "Hotwords"). The signatures don't declare it: stock TF Serving refuses a request that carries it
+# (INVALID_ARGUMENT, "input size does not match signature ... Sent extra: {hotwords}"), and the export's own graph
+# decodes greedily, with nothing a hotword could bias.
+HOTWORDS = "hotwords"
+# An optional int input of serving_default, transcribe_wav and (in a ds2-serve session) stream_step that ds2-serve
+# takes besides the signature's: 1 (a scalar or shape [1]) asks for each word's start and end (seconds into the
+# audio) and confidence (the calibrated probability that it is right), from the server's beam search (its LM and
+# hotwords, and the request's `hotwords`) and the export's words.json (README "Word times and confidence"); 0 asks
+# for none. The outputs are `deepspeech2_serving.servable.WORD_OUTPUTS`. A session asks for them with its opening
+# step (the server then keeps what they need as the chunks come) and gets them on its final step. The signatures
+# don't declare it: stock TF Serving refuses a request that carries it (INVALID_ARGUMENT, "input size does not match
+# signature ... Sent extra: {words}"), and its graph has no beam search to time words with (its `log_probs` and
+# export.json's `frame_clock` are what a client would need to run `deepspeech2.decode.words.decode_words` itself).
+WORDS = "words"
+
 
 def wav_bytes(waveform: np.ndarray, sample_rate: int) -> bytes:
     """A mono float waveform (in [-1, 1]) as the bytes of a 16-bit PCM WAV file."""
@@ -39,4 +56,4 @@ def predict_request(model_name: str, signature: str, inputs: dict) -> predict_pb
     return request
 
 
-__all__ = ["predict_request", "wav_bytes"]
+__all__ = ["HOTWORDS", "WORDS", "predict_request", "wav_bytes"]

@@ -6,8 +6,9 @@ newest version and pick up new ones as they appear):
     EXPORT_DIR/<model_name>/<version>/
         saved_model.pb, variables/      the graph and the weights
         assets.extra/                   vocab.txt, model_config.json, feature_config.json, mean_std.npz,
-                                        train_config.json, export.json, tf_serving_warmup_requests and,
-                                        when exported with an LM, decoder_config.json and unigrams.txt
+                                        train_config.json, export.json (with the model's clock, for word
+                                        times), tf_serving_warmup_requests and, when exported with an LM,
+                                        decoder_config.json and unigrams.txt; with a word config, words.json
 
 A version is written to a hidden temporary folder next to the versions and renamed into place, so a server
 polling the folder never sees half a version. Versions are integers that only increase; an existing one is
@@ -40,14 +41,15 @@ from deepspeech2.bundle import FILES as BUNDLE_FILES
 from deepspeech2.bundle import Bundle, load_bundle
 from deepspeech2.decode import DecoderConfig
 from deepspeech2.decode.beam import check_lm_files, load_unigrams, unigrams_path_for
+from deepspeech2.decode.words import FrameClock, WordConfig
 from deepspeech2.fileio import write_json
 from deepspeech2.inference import acoustic_model
 from deepspeech2.model import output_steps
 from deepspeech2.streaming import StreamingModel, is_streamable
 from deepspeech2.vocab import BLANK_ID
-from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, FINAL, LENGTHS, LOG_PROBS,
-                                OUTPUT_LENGTHS, SERVING_DEFAULT, STATE, STREAM_STEP, TRANSCRIBE_WAV, TRANSCRIPTS,
-                                UNIGRAMS, WARMUP_REQUESTS, WAV, WAVEFORMS)
+from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, FINAL, FRAME_CLOCK, LENGTHS,
+                                LOG_PROBS, OUTPUT_LENGTHS, SERVING_DEFAULT, STATE, STREAM_STEP, TRANSCRIBE_WAV,
+                                TRANSCRIPTS, UNIGRAMS, WARMUP_REQUESTS, WAV, WAVEFORMS, WORDS_CONFIG)
 from deepspeech2_export.requests import predict_request, wav_bytes
 
 MAX_AUDIO_SECONDS = 60.0  # default limit per utterance: DS2 serves utterances, not hour-long recordings
@@ -67,6 +69,8 @@ class ExportConfig:
     max_audio_seconds: float = MAX_AUDIO_SECONDS  # longer utterances are refused (in the graph and by ds2-serve)
     decoder: DecoderConfig | None = None  # beam decoder recorded for ds2-serve's n-best requests; its LM's
     # word list is copied into assets.extra/ (the LM itself stays where it is: LMs are large)
+    words: WordConfig | None = None  # word time shifts and confidence calibration for ds2-serve's word requests
+    # (bench/words.py's, fitted for this model and the decoder's LM), saved as assets.extra/words.json; None: none
 
     def __post_init__(self):
         if not MODEL_NAME.fullmatch(self.model_name or ""):
@@ -82,6 +86,7 @@ class ExportConfig:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["decoder"] = None if self.decoder is None else self.decoder.to_dict()
+        d["words"] = None if self.words is None else self.words.to_dict()
         return d
 
 
@@ -287,7 +292,8 @@ def export_model(config: ExportConfig) -> Path:
 
 
 def write_assets(folder: Path, bundle: Bundle, config: ExportConfig, version: int, lm_path: Path | None) -> None:
-    """assets.extra/: the bundle's files but the weights, export.json, the warm-up requests, the decoder."""
+    """assets.extra/: the bundle's files but the weights, export.json, the warm-up requests, the decoder, the word
+    config."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in BUNDLE_FILES:
         if name != "model.keras":
@@ -307,6 +313,8 @@ def write_assets(folder: Path, bundle: Bundle, config: ExportConfig, version: in
         "signatures": signatures,
         # The stream_step state: its size, dtype and segments (`deepspeech2.streaming.StreamingModel.layout`).
         "streaming": None if streaming is None else streaming.layout_dict(),
+        # Output steps -> seconds, for word times (ds2-serve has no model code to work it out from).
+        FRAME_CLOCK: dataclasses.asdict(FrameClock.of(bundle.model_config, bundle.feature_config)),
         "model_dir": str(bundle.path.resolve()), "exported_at": datetime.datetime.now().astimezone().isoformat(
             timespec="seconds"), "tensorflow": tf.__version__})
     if config.decoder is not None:
@@ -322,6 +330,8 @@ def write_assets(folder: Path, bundle: Bundle, config: ExportConfig, version: in
             (folder / UNIGRAMS).write_text("\n".join(words) + "\n", encoding="utf-8")
             decoder = dataclasses.replace(decoder, lm_path=str(lm_path.resolve()), unigrams_path=None)
         write_json(folder / DECODER_CONFIG, decoder.to_dict())
+    if config.words is not None:
+        config.words.save(folder / WORDS_CONFIG)
     write_warmup_requests(folder / WARMUP_REQUESTS, config.model_name, rate,
                           streaming.state_size if streaming is not None else 0)
 

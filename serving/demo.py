@@ -2,34 +2,60 @@
 
 One asyncio server on one port (127.0.0.1 unless told otherwise) serves the page (`web/`: index.html, app.js,
 the AudioWorklet pcm-worklet.js) over HTTP and the audio at `/ws`. Each WebSocket is one user; each press
-of the button (or uploaded file) is one utterance, streamed through the export's `stream_step` as a
-`StreamSession`. Steps of all users are merged into shared forward passes by the `Batcher` (Batch Dispatch
-across streams, DS2 §7.1).
+of the button (or uploaded file) is one utterance. The export picks the mode, and `hello` names it:
 
-The protocol (JSON text messages, audio as binary messages):
+- **streaming** (the export has `stream_step`: a unidirectional model): the utterance is streamed through
+  `stream_step` as a `StreamSession`, partial transcripts coming back while it is spoken. Steps of all users
+  are merged into shared forward passes by the `Batcher` (Batch Dispatch across streams, DS2 §7.1).
+- **offline** (no `stream_step`: a bidirectional model, such as `make demo`'s): push to talk. The audio waits
+  on the server until `stop`; then the whole utterance goes through `serving_default` (batched with other
+  users' utterances) and `Servable.final_transcript`: the LM beam search over the utterance with the configured
+  LM, alpha, beta and beam (the search the streaming mode runs as the audio comes), or greedy without an LM.
+  No partials; the same final message.
+
+With an LM (and an export that records its clock, as every ds2-export does), the final message also gives the
+transcript's words, each with its start and end in seconds from the start of the utterance and its confidence in
+[0, 1]: `decode.words.decode_words` over the utterance (README "Word times and confidence"), with the export's
+clock and words.json. Streaming, the session keeps them as the audio comes (`StreamSession.keep_words`, then
+`final_words`: the second, diverse search doubles the LM search's work per step); push to talk, the final decoding
+is `Servable.final_words`. Greedy finals have no words (no search to time them); `hello` says whether words come.
+
+The protocol (JSON text messages, audio as binary messages), the same in both modes:
 
     server -> client  {"type": "hello", "model", "version", "sample_rate": 16000, "encoding": "pcm_s16le",
-                       "decoder": "greedy" | "beam + LM", "max_seconds"}
+                       "decoder": "greedy" | "beam + LM", "max_seconds", "mode": "streaming" | "offline",
+                       "words": true | false}
     client -> server  {"type": "start", "sample_rate": 16000, "encoding": "pcm_s16le", "source": "mic" | "file"}
     client -> server  binary: little-endian int16 mono PCM at 16 kHz, any number of samples per message
-    server -> client  {"type": "partial", "text", "audio_seconds", "batch_size"}   after each step (greedy)
+    server -> client  {"type": "partial", "text", "audio_seconds", "batch_size"}   after each step (the LM's
+                       best beam so far, or greedy without an LM)
     client -> server  {"type": "stop"}                                        end of the utterance
     server -> client  {"type": "final", "text", "greedy", "audio_seconds", "latency_ms", "decode_ms",
-                       "compute_seconds", "rtf", "decoder", "batch_size"}
+                       "compute_seconds", "rtf", "decoder", "batch_size",
+                       "words": [{"word", "start", "end", "confidence"}, ...]}   ([] when hello's "words" is false)
     server -> client  {"type": "error", "code", "message"}                    codes below
 
 `latency_ms` is the server's time from `stop` to the final transcript (the browser shows its own, which adds
-the network), `decode_ms` the final decoding's share of it (the LM beam search over the utterance);
-`batch_size` is how many streams the step's forward pass carried (Batch Dispatch); `rtf` is the compute the
-utterance's steps rode in (their forward passes, shared with other streams) over its audio seconds. Error
-codes: `unsupported_audio` (another sample rate or encoding, or an odd number of bytes), `protocol` (audio
-before `start`, an unknown message), `busy` (see below), `too_long` (over `max_seconds`), `internal`. The page
-shows them, and also a denied microphone and a server that went away.
+the network), `decode_ms` the final decoding's share of it (with an LM: the end-of-sentence score, and the
+words' times and confidences when they come; the beam search has advanced with every step, so only the last
+step's frames were left); `greedy` the best path; `words` are `Word.to_dict()`'s, in the transcript's order
+(seconds to the millisecond, the confidence to 4 decimals); `batch_size` is how many streams the step's forward
+pass carried (Batch Dispatch); `rtf` is the compute the utterance's steps rode in (their forward passes, shared
+with other streams) over its audio seconds. Error codes: `unsupported_audio` (another sample rate or encoding,
+or an odd number of bytes), `protocol` (audio before `start`, an unknown message), `busy` (see below),
+`too_long` (over `max_seconds`), `internal`. The page shows them, and also a denied microphone and a server that
+went away.
+
+Offline, `batch_size` counts the utterances in the forward pass (0 when none ran: an utterance shorter than
+the export's `min_samples` gets an empty transcript), and `hello`'s `max_seconds` is no more than the export's
+`max_audio_seconds` (what `serving_default` takes); over it, `too_long` drops the utterance and keeps the
+connection, as in the streaming mode.
 
 Audio arriving while a step runs waits and goes into the next step (at most `max_chunk_seconds` per step),
-so a slow machine takes bigger steps instead of falling behind.
+so a slow machine takes bigger steps instead of falling behind. Offline, the audio waits (at most
+`max_seconds` of it) until `stop`.
 
-The WebSocket's limits (docs/operations.md, "Web demo limits"):
+The WebSocket's limits (docs/operations.md, "Web demo limits"), the same in both modes:
 
 - **Origin.** A browser names the page that opens a WebSocket in its `Origin` header, and any page the user visits
   may try `ws://127.0.0.1:8000/ws`. Only the page's own origin is let through: `Origin` must be `http(s)://` plus
@@ -42,6 +68,8 @@ The WebSocket's limits (docs/operations.md, "Web demo limits"):
   so and reconnects on its next use.
 - **Busy.** `max_streams_per_client` connections per client address and `max_streams` in all; one more gets the
   `busy` error and the close code 1013 (try again later). One client's tabs can't lock the others out.
+- **Size.** A message over `MAX_MESSAGE_BYTES` closes the connection with code 1009 (message too big); the page
+  and ds2-demo-client send 100 ms of audio per message.
 """
 
 from __future__ import annotations
@@ -66,6 +94,7 @@ import numpy as np
 
 from deepspeech2.decode import DecoderConfig
 from deepspeech2.fileio import atomic_write
+from deepspeech2_export import LOG_PROBS, OUTPUT_LENGTHS, TRANSCRIPTS
 from deepspeech2_serving.batching import BatchingConfig
 from deepspeech2_serving.servable import RequestError, Servable
 from deepspeech2_serving.server import Predictor, latest_version
@@ -82,6 +111,8 @@ DEFAULT_PORT = 8000
 DEFAULT_PORTS = {"http": 80, "https": 443}  # an origin's port when it names none
 IDLE_CLOSE_CODE = 4408  # closed for sending nothing: the application's range (RFC 6455 §7.4.2), 408 as HTTP's timeout
 BUSY_CLOSE_CODE = 1013  # "try again later" (IANA's WebSocket close codes)
+MAX_MESSAGE_BYTES = 4 << 20  # a message at most: 2 min of 16-bit 16 kHz audio; more closes with 1009 (too big)
+STREAMING, OFFLINE = "streaming", "offline"  # the modes (`hello`'s "mode"): stream_step, or whole utterances
 
 
 @dataclass(frozen=True)
@@ -96,7 +127,7 @@ class DemoConfig:
     batching: BatchingConfig = BatchingConfig(batch_timeout_micros=5_000)  # across users' steps
     max_streams: int = 32  # connections at once, all clients together
     max_streams_per_client: int = 4  # connections at once from one client address (a user's tabs)
-    max_seconds: float = 60.0  # longest utterance
+    max_seconds: float = 60.0  # longest utterance (offline: no more than the export's max_audio_seconds either)
     max_chunk_seconds: float = 1.0  # most audio per step (more waits for the next one)
     allowed_origins: tuple[str, ...] = ()  # origins (scheme://host[:port]) besides the page's own that may connect
     idle_seconds: float = 300.0  # close a WebSocket that sent nothing this long (0: never)
@@ -159,14 +190,37 @@ def resolve_version(model_dir: str | os.PathLike, scratch: Path) -> Path:
                             "folder of versions from ds2-export) nor a model bundle (model.keras)")
 
 
-class _Utterance:
-    """One utterance of one connection: its session, the audio waiting for a step, the stop time."""
+def words_refusal(servable: Servable, mode: str) -> str:
+    """Why the final transcripts of `servable` in `mode` come without words, in one line; "" when they come with them.
 
-    def __init__(self, session: StreamSession):
+    The library decides, by the call each utterance makes: `StreamSession.keep_words` (streaming) or
+    `Servable.final_words` on an utterance of no steps (offline: its check alone, no search runs). Both need the
+    server's LM beam search and the export's clock.
+    """
+    try:
+        if mode == STREAMING:
+            StreamSession(servable).keep_words()
+        else:
+            servable.final_words(np.zeros((0, servable.vocab.size), np.float32), 0)
+    except RequestError as e:
+        return e.message
+    return ""
+
+
+class _Utterance:
+    """One utterance of one connection: its session (None offline), the audio waiting for a step (offline: all
+    of it, until stop), the stop time."""
+
+    def __init__(self, session: StreamSession | None):
         self.session = session
         self.pending: list[np.ndarray] = []
         self.pending_samples = 0
         self.stop_time: float | None = None  # time.monotonic() of the client's stop
+
+    @property
+    def samples(self) -> int:
+        """The utterance's audio so far: stepped through the model, and waiting."""
+        return (self.session.audio_samples if self.session is not None else 0) + self.pending_samples
 
 
 class DemoServer:
@@ -180,6 +234,15 @@ class DemoServer:
         self.clients: Counter[str] = Counter()  # open connections per client address
         self.decoder_name = "beam + LM" if servable.lm_decoder is not None else "greedy"
         self.max_chunk = int(config.max_chunk_seconds * servable.sample_rate)
+        self.mode = STREAMING if servable.stream_runner is not None else OFFLINE
+        # The longest utterance: streaming steps take chunks, so only the flag bounds it; offline, serving_default
+        # takes no more than the export's limit either.
+        self.max_seconds = config.max_seconds if self.mode == STREAMING else min(config.max_seconds,
+                                                                                 servable.seconds_limit)
+        refusal = words_refusal(servable, self.mode)
+        self.words = not refusal  # final messages carry the transcript's words (times, confidences)
+        if refusal:
+            logger.info("final transcripts come without words: %s", refusal)
 
     # ------------------------------------------------------------------------------------------- HTTP
 
@@ -256,7 +319,7 @@ class DemoServer:
         try:
             await self._send(ws, type="hello", model=self.servable.name, version=self.servable.version,
                              sample_rate=self.servable.sample_rate, encoding=ENCODING, decoder=self.decoder_name,
-                             max_seconds=self.config.max_seconds)
+                             max_seconds=self.max_seconds, mode=self.mode, words=self.words)
             await self._serve(ws)
         finally:
             self.connections -= 1
@@ -300,10 +363,9 @@ class DemoServer:
                                          f"{len(message)} bytes: {ENCODING} needs an even number")
                         continue
                     audio = np.frombuffer(message, "<i2").astype(np.float32) / 32768.0
-                    total = utterance.session.audio_samples + utterance.pending_samples + len(audio)
-                    if total > self.config.max_seconds * self.servable.sample_rate:
+                    if utterance.samples + len(audio) > self.max_seconds * self.servable.sample_rate:
                         await self._send(ws, type="error", code="too_long", message=f"the utterance is over the "
-                                         f"{self.config.max_seconds:g} s this demo takes; it was dropped")
+                                         f"{self.max_seconds:g} s this demo takes; it was dropped")
                         pump.cancel()
                         utterance = pump = None
                         continue
@@ -329,8 +391,15 @@ class DemoServer:
                         continue
                     if pump is not None:
                         await pump  # the previous utterance's final transcript goes out first
-                    utterance = _Utterance(StreamSession(self.servable))
-                    pump = asyncio.create_task(self._pump(ws, utterance, wake))
+                    if self.mode == STREAMING:
+                        session = StreamSession(self.servable)
+                        if self.words:
+                            session.keep_words()  # before its first step: the words' search runs beside the LM's
+                        utterance = _Utterance(session)
+                        pump = asyncio.create_task(self._pump(ws, utterance, wake))
+                    else:
+                        utterance = _Utterance(None)
+                        pump = asyncio.create_task(self._transcribe(ws, utterance, wake))
                     await self._send(ws, type="started")
                 elif kind == "stop":
                     if utterance is None or utterance.stop_time is not None:
@@ -371,21 +440,28 @@ class DemoServer:
                 waveforms, lengths, extras = session.inputs(chunk, final)
                 future = self.predictor.batcher.submit(session.servable.stream_runner, waveforms, lengths, extras)
                 result = await asyncio.wrap_future(future)
-                session.absorb(result.outputs, len(chunk), final, result.run_seconds)
+                # The LM beam search advances over the new frames here, off the event loop.
+                await loop.run_in_executor(None, session.absorb, result.outputs, len(chunk), final,
+                                           result.run_seconds)
                 if not final:
                     await self._send(ws, type="partial", text=session.partial, audio_seconds=session.audio_seconds,
                                      batch_size=result.batch_size)
                     continue
-                greedy = session.partial
+                greedy = session.greedy
                 decode_start = time.monotonic()
-                text = await loop.run_in_executor(None, session.final_text)  # the LM search, off the event loop
+                # The end-of-sentence LM score (and the words' times and confidences), off the event loop.
+                if session.keeps_words:
+                    text, words = await loop.run_in_executor(None, session.final_words)
+                else:
+                    text, words = await loop.run_in_executor(None, session.final_text), []
                 now = time.monotonic()
                 latency, decode = now - utterance.stop_time, now - decode_start
                 await self._send(ws, type="final", text=text, greedy=greedy, audio_seconds=session.audio_seconds,
                                  latency_ms=round(1000 * latency, 1), decode_ms=round(1000 * decode, 1),
                                  compute_seconds=round(session.compute_seconds, 4),
                                  rtf=round(session.compute_seconds / max(session.audio_seconds, 1e-9), 4),
-                                 decoder=self.decoder_name, batch_size=result.batch_size)
+                                 decoder=self.decoder_name, batch_size=result.batch_size,
+                                 words=[w.to_dict() for w in words])
                 return
         except Exception as e:  # a failed step: say so, keep the connection
             import websockets
@@ -393,6 +469,48 @@ class DemoServer:
             if isinstance(e, websockets.ConnectionClosed):
                 return
             logger.exception("a streaming step failed")
+            message = e.message if isinstance(e, RequestError) else str(e)
+            await self._send(ws, type="error", code="internal", message=f"the server failed on this audio: {message}")
+
+    async def _transcribe(self, ws, utterance: _Utterance, wake: asyncio.Event) -> None:
+        """Offline: wait for the utterance's stop, then transcribe it whole (serving_default through the batcher,
+        then the server's final decoding) and send the final message."""
+        loop = asyncio.get_running_loop()
+        try:
+            while utterance.stop_time is None:
+                wake.clear()
+                await wake.wait()
+            audio = np.concatenate(utterance.pending) if utterance.pending else np.zeros(0, np.float32)
+            utterance.pending, utterance.pending_samples = [], 0
+            seconds = len(audio) / self.servable.sample_rate
+            text = greedy = ""
+            words = []
+            decode = run_seconds = 0.0
+            batch_size = 0
+            if len(audio) >= self.servable.min_samples:  # shorter: no output step, nothing to recognize
+                future = self.predictor.batcher.submit(self.servable, audio[None], np.array([len(audio)], np.int32))
+                result = await asyncio.wrap_future(future)
+                steps = int(result.outputs[OUTPUT_LENGTHS][0])
+                log_probs = result.outputs[LOG_PROBS][0, :steps]
+                greedy = result.outputs[TRANSCRIPTS][0].decode("utf-8")
+                run_seconds, batch_size = result.run_seconds, result.batch_size
+                decode_start = time.monotonic()
+                if self.words:
+                    text, words = await loop.run_in_executor(None, self.servable.final_words, log_probs, len(audio))
+                else:
+                    text = await loop.run_in_executor(None, self.servable.final_transcript, log_probs, greedy)
+                decode = time.monotonic() - decode_start
+            latency = time.monotonic() - utterance.stop_time
+            await self._send(ws, type="final", text=text, greedy=greedy, audio_seconds=seconds,
+                             latency_ms=round(1000 * latency, 1), decode_ms=round(1000 * decode, 1),
+                             compute_seconds=round(run_seconds, 4), rtf=round(run_seconds / max(seconds, 1e-9), 4),
+                             decoder=self.decoder_name, batch_size=batch_size, words=[w.to_dict() for w in words])
+        except Exception as e:  # a failed forward pass or search: say so, keep the connection
+            import websockets
+
+            if isinstance(e, websockets.ConnectionClosed):
+                return
+            logger.exception("transcribing an utterance failed")
             message = e.message if isinstance(e, RequestError) else str(e)
             await self._send(ws, type="error", code="internal", message=f"the server failed on this audio: {message}")
 
@@ -419,6 +537,11 @@ class RunningDemo:
     _server: DemoServer
     _scratch: Path
 
+    @property
+    def mode(self) -> str:
+        """`STREAMING` or `OFFLINE` (push to talk), as the export allows."""
+        return self._server.mode
+
     def stop(self) -> None:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
@@ -429,9 +552,11 @@ class RunningDemo:
 def start(config: DemoConfig) -> RunningDemo:
     """Load the model, warm it up and serve the page and the WebSocket in a background thread.
 
+    The mode follows the export: streaming when it has stream_step, offline (push to talk) when not.
+
     Raises:
         FileNotFoundError: `model_dir` holds no export or bundle.
-        ValueError: the model can't stream, or the address can't be bound.
+        ValueError: the address can't be bound, or the export can't be served (see `Servable`).
     """
     import websockets.asyncio.server
 
@@ -439,9 +564,6 @@ def start(config: DemoConfig) -> RunningDemo:
     try:
         version_dir = resolve_version(config.model_dir, scratch)
         servable = Servable(version_dir, version_dir.parent.name, config.decoder)
-        if servable.stream_runner is None:
-            raise ValueError(f"{version_dir} has no stream_step signature: the model can't stream (bidirectional?); "
-                             "train and export a ds2-streaming model")
         server = DemoServer(config, servable)
         servable.warm_up(lambda request, s: server.predictor.predict(request, s, direct=True))
     except BaseException:
@@ -459,7 +581,7 @@ def start(config: DemoConfig) -> RunningDemo:
             try:
                 async with websockets.asyncio.server.serve(server.handle, config.host, config.port,
                                                            process_request=server.process_request,
-                                                           max_size=4 << 20, compression=None) as ws_server:
+                                                           max_size=MAX_MESSAGE_BYTES, compression=None) as ws_server:
                     ready["port"] = ws_server.sockets[0].getsockname()[1]
                     ready["loop"], ready["stop"] = loop, stop
                     started.set()
@@ -493,8 +615,12 @@ def serve(config: DemoConfig) -> None:
     try:
         running = start(config)
         s = running.servable
-        print(f"ds2-demo: model {s.name!r} version {s.version} ({s.path}), final transcripts: "
-              f"{running._server.decoder_name}; open {running.url} (pid {os.getpid()})", flush=True)
+        how = ("streaming: partial transcripts as you speak" if running.mode == STREAMING else
+               "offline model, push to talk: the utterance is transcribed when you release the button")
+        words = " with word times and confidences" if running._server.words else ""
+        print(f"ds2-demo: model {s.name!r} version {s.version} ({s.path}), {how}; final transcripts: "
+              f"{running._server.decoder_name}{words}, at most {running._server.max_seconds:g} s; open {running.url} "
+              f"(pid {os.getpid()})", flush=True)
         stop.wait()
         print("ds2-demo: stopping", flush=True)
         running.stop()
@@ -504,5 +630,6 @@ def serve(config: DemoConfig) -> None:
 
 
 
-__all__ = ["BUSY_CLOSE_CODE", "DEFAULT_PORT", "DemoConfig", "DemoServer", "IDLE_CLOSE_CODE", "RunningDemo", "WEB_DIR",
-           "normalize_origin", "resolve_version", "serve", "start"]
+__all__ = ["BUSY_CLOSE_CODE", "DEFAULT_PORT", "DemoConfig", "DemoServer", "IDLE_CLOSE_CODE", "MAX_MESSAGE_BYTES",
+           "OFFLINE", "RunningDemo", "STREAMING", "WEB_DIR", "normalize_origin", "resolve_version", "serve", "start",
+           "words_refusal"]

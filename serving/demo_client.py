@@ -4,6 +4,9 @@ The terminal version of the page (and of the seed's push-to-talk client): the sa
 (`deepspeech2_serving.demo`), the file read and resampled to the server's rate here, sent in chunks of
 `chunk_ms` every `chunk_ms / speed` milliseconds, then `stop`; the final transcript comes back with the
 server's latency and real-time factor, and the client measures its own latency from `stop` to the final.
+Both of the server's modes take it: a streaming model answers partials on the way, an offline one (push to
+talk) only the final transcript. A server with an LM also answers the transcript's words, each with its start
+and end in seconds and its confidence (`format_words` prints them).
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ class DemoResult:
     decoder: str = ""
     decode_ms: float = 0.0  # the server's final decoding (its share of server_latency_ms)
     batch_sizes: list[int] = field(default_factory=list)  # streams in each step's forward pass (the server's)
+    mode: str = ""  # the server's: "streaming" (partials as the audio goes) or "offline" (push to talk)
+    # The final transcript's words, `{"word", "start", "end", "confidence"}` each (seconds from the start of the
+    # file; confidence in [0, 1]); empty when the server gives none (`words_served` False: greedy finals, no LM).
+    words: list[dict] = field(default_factory=list)
+    words_served: bool = False  # the server's hello: its final transcripts carry words
 
 
 class DemoError(Exception):
@@ -95,7 +103,9 @@ def stream_file(config: DemoClientConfig, on_partial: Callable[[str], None] | No
                 raise DemoError(hello.get("code", ""), hello.get("message", ""))
             rate = int(hello["sample_rate"])
             audio = load_audio(config.file, sample_rate=rate)
-            pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2")
+            # At 2^15, the scale a 16-bit file is read at (as data/shards.py writes PCM): such a file reaches the
+            # server sample for sample.
+            pcm = (np.clip(audio, -1.0, 32767 / 32768) * 32768.0).round().astype("<i2")
             ws.send(json.dumps({"type": "start", "sample_rate": rate, "encoding": "pcm_s16le", "source": "file"}))
             step = max(1, int(round(rate * config.chunk_ms / 1000)))
             start = time.monotonic()
@@ -120,11 +130,21 @@ def stream_file(config: DemoClientConfig, on_partial: Callable[[str], None] | No
                     batch_sizes.append(int(message.get("batch_size", 0)))
                     return DemoResult(message["text"], partials, float(message["audio_seconds"]), latency,
                                       float(message["latency_ms"]), float(message["rtf"]), message.get("decoder", ""),
-                                      float(message.get("decode_ms", 0.0)), batch_sizes)
+                                      float(message.get("decode_ms", 0.0)), batch_sizes, hello.get("mode", ""),
+                                      list(message.get("words", [])), bool(hello.get("words", False)))
     except ConnectionClosed as e:  # the close frame says why (the demo's idle timeout: 4408 "idle: ...")
         close = e.rcvd
         why = "" if close is None else f" (close code {close.code}{': ' + close.reason if close.reason else ''})"
         raise ConnectionError(f"ds2-demo at {config.url} closed the connection{why}") from None
+
+
+def format_words(result: DemoResult) -> str:
+    """`result`'s words as tab-separated lines under a header: start and end (seconds), confidence, word (what
+    `ds2-demo-client --words` prints); one line saying why there are none when the server gives none."""
+    if not result.words_served:
+        return "words: none (this ds2-demo's final transcripts come without them: they need an LM)"
+    return "\n".join(["start\tend\tconfidence\tword"] + [
+        f"{w['start']:.3f}\t{w['end']:.3f}\t{w['confidence']:.4f}\t{w['word']}" for w in result.words])
 
 
 def _receive(ws, timeout: float) -> dict:
@@ -156,4 +176,4 @@ def _partial(message: dict, partials: list[str], on_partial, batch_sizes: list[i
             on_partial(text)
 
 
-__all__ = ["DemoClientConfig", "DemoError", "DemoResult", "stream_file"]
+__all__ = ["DemoClientConfig", "DemoError", "DemoResult", "format_words", "stream_file"]

@@ -25,10 +25,12 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
 from deepspeech2.decode import Decoder, DecoderConfig
+from deepspeech2.decode.words import FrameClock, Word, WordConfig, decode_words
 from deepspeech2.vocab import Vocabulary
-from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, FINAL, LENGTHS, LOG_PROBS,
-                                SERVING_DEFAULT, STATE, STREAM_STEP, TRANSCRIBE_WAV, UNIGRAMS, WARMUP_REQUESTS, WAV,
-                                WAVEFORMS)
+from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, FINAL, FRAME_CLOCK, LENGTHS,
+                                LOG_PROBS, SERVING_DEFAULT, STATE, STREAM_STEP, TRANSCRIBE_WAV, UNIGRAMS,
+                                WARMUP_REQUESTS, WAV, WAVEFORMS, WORDS_CONFIG)
+from deepspeech2_export.requests import HOTWORDS, WORDS
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +40,23 @@ logger = logging.getLogger(__name__)
 NBEST = "nbest"
 NBEST_TRANSCRIPTS = "nbest_transcripts"  # string (batch, nbest), best first; "" where fewer were found
 NBEST_SCORES = "nbest_scores"  # float32 (batch, nbest): DS2 eq. 12's Q(y) = log p_ctc + alpha log p_lm + beta words
+# With `nbest`, the string input `hotwords` (export/requests.py) adds words or phrases for that request's beam
+# search to favour, to the server's own (--hotwords), at the server's --hotword_weight; its hotword bonus counts in
+# `nbest_scores`; with `words`, it biases the words' search too. Without either it is refused: the `transcripts`
+# output is the graph's greedy decoding.
+MAX_HOTWORDS = 256  # hotwords one request may add: each is a regex alternative and a trie entry, built per request
+# (about 50 ms for 256 on one core) and matched against every new hypothesis text
+MAX_HOTWORD_CHARS = 100  # characters per hotword at most
+# With the int input `words` = 1 (export/requests.py), the words of each utterance's transcript (the server's beam
+# search, with its LM and hotwords and the request's `hotwords`), word by word: what ds2-infer --words prints
+# (`decode.words.decode_words`, with the export's clock and words.json). Rows are padded to the utterance with the
+# most words: "" and WORD_PAD. A session gets them on its final step (batch 1), if its opening step asked too.
+WORD_TEXTS = "word_texts"  # string (batch, words): each word, UTF-8
+WORD_STARTS = "word_starts"  # float32 (batch, words): seconds from the start of the audio (words.json's shift added)
+WORD_ENDS = "word_ends"  # float32 (batch, words): seconds, >= the start
+WORD_CONFIDENCES = "word_confidences"  # float32 (batch, words): in [0, 1], calibrated by words.json (else raw)
+WORD_OUTPUTS = (WORD_TEXTS, WORD_STARTS, WORD_ENDS, WORD_CONFIDENCES)
+WORD_PAD = -1.0  # the times and confidences past a row's last word: never a real value (those are >= 0)
 INIT_OP_SIGNATURE = "__saved_model_init_op"  # not a serving signature
 # Streaming sessions (ds2-serve only; stock TF Serving rejects the extra inputs): a stream_step request with the
 # string input `session_id` and the int input `sequence` (one value each, batch 1) instead of `state` has the
@@ -46,8 +65,8 @@ INIT_OP_SIGNATURE = "__saved_model_init_op"  # not a serving signature
 # following steps send that id with `sequence` 1, 2, ... Repeating the last number gets the stored answer again
 # (a retry is never applied twice); another number is FAILED_PRECONDITION; an id the server did not issue (or
 # has forgotten) is NOT_FOUND. The response holds `session_transcripts` (string [1]): the stream's transcript
-# so far (greedy), and with `final` the finished one (the server's beam decoder with its LM, when it has an LM;
-# else greedy). A final step ends the session; an id unused for `stream_idle_seconds` is forgotten.
+# so far (with an LM: the best beam of the server's LM beam search, advanced with every step; else greedy), and
+# with `final` the finished one. A final step ends the session; an id unused for `stream_idle_seconds` is forgotten.
 SESSION_ID = "session_id"
 SEQUENCE = "sequence"
 SESSION_TRANSCRIPTS = "session_transcripts"
@@ -102,6 +121,8 @@ class Work:
     final: np.ndarray | None = None  # stream_step: bool (rows,)
     session: str | None = None  # stream_step in a session: its id ("": open one); None: the state is in the request
     sequence: int = 0  # stream_step in a session: the step's number (0 opens the session)
+    hotwords: object = None  # the n-best's `decode.beam.Hotwords`: the request's and the server's; None: the server's
+    words: bool = False  # the request asks for its words' times and confidences (`WORD_OUTPUTS`)
 
 
 def signature_defs(version_dir: Path) -> dict[str, meta_graph_pb2.SignatureDef]:
@@ -112,8 +133,22 @@ def signature_defs(version_dir: Path) -> dict[str, meta_graph_pb2.SignatureDef]:
     return {k: v for k, v in graph.signature_def.items() if k != INIT_OP_SIGNATURE}
 
 
+def word_outputs(timed: list[list[Word]]) -> dict[str, np.ndarray]:
+    """Each utterance's words as the `WORD_OUTPUTS` arrays, `(utterances, most words)`, padded with "" and
+    `WORD_PAD`."""
+    shape = (len(timed), max((len(ws) for ws in timed), default=0))
+    out = {WORD_TEXTS: np.full(shape, b"", dtype=object)}
+    out.update({key: np.full(shape, WORD_PAD, np.float32) for key in (WORD_STARTS, WORD_ENDS, WORD_CONFIDENCES)})
+    for b, ws in enumerate(timed):
+        for k, w in enumerate(ws):
+            out[WORD_TEXTS][b, k] = w.word.encode("utf-8")
+            out[WORD_STARTS][b, k], out[WORD_ENDS][b, k], out[WORD_CONFIDENCES][b, k] = w.start, w.end, w.confidence
+    return out
+
+
 class Servable:
-    """A loaded version: `run` for merged batches, `check` for single requests, `nbest` for the beam search."""
+    """A loaded version: `run` for merged batches, `check` for single requests, `nbest` and `words` for the beam
+    search."""
 
     def __init__(self, version_dir: str | Path, model_name: str, decoder: DecoderConfig | None = None,
                  max_tensor_bytes: int = MAX_TENSOR_BYTES):
@@ -121,15 +156,15 @@ class Servable:
         Args:
             version_dir: `<model base path>/<version>`, written by ds2-export.
             model_name: the name clients use.
-            decoder: the beam decoder for n-best requests; None: the export's own (assets.extra/
-                decoder_config.json), else a beam search without LM; kind "greedy": no n-best.
+            decoder: the beam decoder for n-best and word requests; None: the export's own (assets.extra/
+                decoder_config.json), else a beam search without LM; kind "greedy": neither.
             max_tensor_bytes: the most an input may decode to (a TensorProto can ask for a large shape filled
                 from one value).
 
         Raises:
             FileNotFoundError: not an export (no saved_model.pb or assets.extra/export.json), or the
                 decoder's LM is missing.
-            ValueError: the export lacks the signatures ds2-serve serves.
+            ValueError: the export lacks the signatures ds2-serve serves, or its words.json is not a word config.
         """
         self.path = Path(version_dir)
         self.name = model_name
@@ -149,6 +184,9 @@ class Servable:
             raise ValueError(f"`{self.path}` lacks the signature(s) {sorted(missing)}; re-export it with ds2-export")
         self.vocab = Vocabulary.load(extra / "vocab.txt")
         self.decoder = self._make_decoder(decoder, extra)
+        # Word times: the model's clock (None in an export older than it: no words) and the shifts and calibration.
+        self.clock = FrameClock(**self.info[FRAME_CLOCK]) if self.info.get(FRAME_CLOCK) else None
+        self.word_config = WordConfig.load(extra / WORDS_CONFIG) if (extra / WORDS_CONFIG).is_file() else WordConfig()
         self._decoder_lock = threading.Lock()  # pyctcdecode's decoder is not documented as thread-safe
         try:
             loaded = tf.saved_model.load(str(self.path))
@@ -194,6 +232,24 @@ class Servable:
         with self._decoder_lock:
             return decoder.decode_utterances([log_probs])[0]  # one utterance: in this thread, no worker pool
 
+    def final_words(self, log_probs: np.ndarray, samples: int) -> tuple[str, list[Word]]:
+        """A finished utterance's transcript (`final_transcript`'s, with the LM) and its words (`decode_words` with
+        this export's clock and word config): push to talk's words, for `(steps, vocab)` log-probs of `samples` of
+        audio.
+
+        Raises:
+            RequestError: FAILED_PRECONDITION when this server has no LM (its final transcripts are greedy: no
+                search to time words with) or the export records no clock.
+        """
+        decoder = self.lm_decoder
+        if decoder is None or self.clock is None:
+            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"`{WORDS}` of a final transcript need the "
+                               "server's LM beam search and the export's clock: " + (
+                                   "this server has no LM" if decoder is None else "export the model again"))
+        with self._decoder_lock:
+            return decode_words(decoder.search, log_probs, self.clock, self.word_config,
+                                duration=samples / self.sample_rate)
+
     # ------------------------------------------------------------------------------------------- running
 
     def run(self, waveforms: np.ndarray, lengths: np.ndarray) -> dict[str, np.ndarray]:
@@ -201,16 +257,34 @@ class Servable:
         outputs = self._forward(**{WAVEFORMS: tf.constant(waveforms), LENGTHS: tf.constant(lengths)})
         return {k: v.numpy() for k, v in outputs.items()}
 
-    def nbest(self, log_probs: np.ndarray, lengths: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """The beam decoder's n best hypotheses per utterance: `(texts (batch, n) object, scores (batch, n))`."""
+    def nbest(self, log_probs: np.ndarray, lengths: np.ndarray, n: int, hotwords=None) -> tuple[np.ndarray, np.ndarray]:
+        """The beam decoder's n best hypotheses per utterance: `(texts (batch, n) object, scores (batch, n))`, with
+        `hotwords` (`Work.hotwords`; None: the server's)."""
         texts = np.full((len(lengths), n), b"", dtype=object)
         scores = np.full((len(lengths), n), -np.inf, np.float32)
         for b, steps in enumerate(lengths):
             with self._decoder_lock:
-                beams = self.decoder.search.nbest(log_probs[b, :steps], n)
+                beams = self.decoder.search.nbest(log_probs[b, :steps], n, hotwords)
             for k, (text, score) in enumerate(beams):
                 texts[b, k], scores[b, k] = text.encode("utf-8"), score
         return texts, scores
+
+    def words(self, log_probs: np.ndarray, output_lengths: np.ndarray, lengths: np.ndarray, hotwords=None
+              ) -> dict[str, np.ndarray]:
+        """Each utterance's words with their times and confidences (`decode_words`, with this export's clock and word
+        config), as the `WORD_OUTPUTS` arrays (`word_outputs`).
+
+        Args:
+            log_probs: float32 (batch, steps, vocab); output_lengths: int (batch,) their valid steps.
+            lengths: int (batch,) the audio's samples (times are clipped to its end).
+            hotwords: `Work.hotwords` (None: the server's).
+        """
+        timed = []
+        for b, steps in enumerate(output_lengths):
+            with self._decoder_lock:
+                timed.append(decode_words(self.decoder.search, log_probs[b, :steps], self.clock, self.word_config,
+                                          hotwords, duration=int(lengths[b]) / self.sample_rate)[1])
+        return word_outputs(timed)
 
     def warm_up(self, predict) -> int:
         """Replay assets.extra/tf_serving_warmup_requests through `predict(request, servable)`; returns the count."""
@@ -235,7 +309,8 @@ class Servable:
         Raises:
             RequestError: INVALID_ARGUMENT naming the problem (unknown signature or input, wrong dtype or
                 rank, NaN/Inf samples, empty, too short or too long audio, bytes that aren't a WAV, a WAV at
-                another sample rate, a bad `nbest`).
+                another sample rate, a bad `nbest`, `hotwords` or `words`); FAILED_PRECONDITION for `words` from a
+                server without a beam search or an export without a clock.
         """
         signature = request.model_spec.signature_name or SERVING_DEFAULT
         if signature not in self.signature_defs:
@@ -243,7 +318,7 @@ class Servable:
                           f"{sorted(self.signature_defs)}")
         sig = self.signature_defs[signature]
         given, expected = set(request.inputs), set(sig.inputs)
-        options = {SESSION_ID, SEQUENCE} if signature == STREAM_STEP else {NBEST}
+        options = {SESSION_ID, SEQUENCE, WORDS} if signature == STREAM_STEP else {NBEST, HOTWORDS, WORDS}
         if given - expected - options:
             named = ", ".join(f"`{o}`" for o in sorted(options))
             raise invalid(f"unknown input(s) {sorted(given - expected - options)} for signature {signature!r}; it "
@@ -253,8 +328,8 @@ class Servable:
             if key in expected:
                 arrays[key] = self._input(request.inputs[key], key, sig.inputs[key])
             else:
-                arrays[key] = self._tensor(request.inputs[key], key, (types_pb2.DT_STRING,) if key == SESSION_ID
-                                           else _INTS)
+                arrays[key] = self._tensor(request.inputs[key], key, (types_pb2.DT_STRING,)
+                                           if key in (SESSION_ID, HOTWORDS) else _INTS)
         if signature == STREAM_STEP and SESSION_ID in given:
             expected = expected - {STATE}  # the server keeps the session's state
         if expected - given:
@@ -263,6 +338,10 @@ class Servable:
         if signature == STREAM_STEP:
             return self._check_stream(arrays)
         nbest = self._nbest(arrays[NBEST]) if NBEST in given else 0
+        words = self._words(arrays[WORDS]) if WORDS in given else False
+        if words:
+            self._check_words()
+        hotwords = self._hotwords(arrays[HOTWORDS], nbest or words) if HOTWORDS in given else None
         if signature == TRANSCRIBE_WAV:
             waveforms, lengths = self._decode(arrays[WAV])
         else:
@@ -280,7 +359,7 @@ class Servable:
         self._check_lengths(lengths, WAV if signature == TRANSCRIBE_WAV else LENGTHS)
         longest = int(lengths.max())
         return Work(signature, np.ascontiguousarray(waveforms[:, :longest], np.float32), lengths.astype(np.int32),
-                    nbest)
+                    nbest, hotwords=hotwords, words=words)
 
     def _tensor(self, proto, key: str, dtypes: tuple[int, ...]) -> np.ndarray:
         """The one check every input goes through: its dtype, a shape its values agree with, a size within
@@ -348,6 +427,10 @@ class Servable:
             raise invalid(f"`{LENGTHS}`[{long[0]}]: a chunk of {lengths[long[0]] / self.sample_rate:.2f} s is over the "
                           f"{self.seconds_limit:g} s limit of this export")
         session, sequence = None, 0
+        words = self._words(arrays[WORDS]) if WORDS in arrays else False
+        if words and SESSION_ID not in arrays:
+            raise invalid(f"`{WORDS}` in a stream need a session (`{SESSION_ID}`): the server times the words with "
+                          "the stream's beam search, which it keeps only for a session")
         if state is not None and SESSION_ID in arrays:
             raise invalid(f"give `{STATE}` (the client keeps the stream's state) or `{SESSION_ID}` (the server keeps "
                           "it), not both")
@@ -372,7 +455,7 @@ class Servable:
         longest = int(lengths.max())
         return Work(STREAM_STEP, np.ascontiguousarray(waveforms[:, :longest], np.float32), lengths, 0,
                     state=None if state is None else state.astype(np.float32), final=final, session=session,
-                    sequence=sequence)
+                    sequence=sequence, words=words)
 
     @staticmethod
     def _session_id(value: np.ndarray) -> str:
@@ -399,6 +482,45 @@ class Servable:
         if value.size != 1 or not 1 <= int(value.reshape(-1)[0]) <= beam:
             raise invalid(f"`{NBEST}` must be one integer in [1, {beam}] (the beam size), got {value.tolist()}")
         return int(value.reshape(-1)[0])
+
+    @staticmethod
+    def _words(value: np.ndarray) -> bool:
+        if value.size != 1 or int(value.reshape(-1)[0]) not in (0, 1):
+            raise invalid(f"`{WORDS}` must be one integer, 1 (give each word's times and confidence) or 0 (don't), "
+                          f"got {value.reshape(-1).tolist()}")
+        return bool(value.reshape(-1)[0])
+
+    def _check_words(self) -> None:
+        """Raises FAILED_PRECONDITION when this server can't time words: no beam search, or no clock."""
+        if self.decoder is None:
+            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"`{WORDS}` come from the server's beam search, "
+                               "but this server runs none (started with --decoder greedy)")
+        if self.clock is None:
+            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"`{WORDS}` need the model's clock, which version "
+                               f"{self.version} of {self.name!r} doesn't record (`{FRAME_CLOCK}` in {EXPORT_INFO}); "
+                               "export it again with ds2-export")
+
+    def _hotwords(self, value: np.ndarray, searched: bool):
+        if not searched:
+            raise invalid(f"`{HOTWORDS}` bias the server's beam search, which runs for `{NBEST}` and `{WORDS}` only "
+                          f"(the `transcripts` output is the graph's greedy decoding): send `{NBEST}` with them, or "
+                          f"`{WORDS}`")
+        if value.ndim > 1 or value.size > MAX_HOTWORDS:
+            raise invalid(f"`{HOTWORDS}` must be a string or a list of at most {MAX_HOTWORDS} strings (shape [n]), "
+                          f"got shape {list(value.shape)}")
+        words = []
+        for item in value.reshape(-1):
+            try:
+                word = item.decode("utf-8")
+            except UnicodeDecodeError:
+                raise invalid(f"`{HOTWORDS}`: {item[:40]!r} is not UTF-8 text") from None
+            if len(word) > MAX_HOTWORD_CHARS:
+                raise invalid(f"`{HOTWORDS}`: {word[:40]!r}... has {len(word)} characters, over {MAX_HOTWORD_CHARS}")
+            words.append(word)
+        try:
+            return self.decoder.search.hotwords_with(words)
+        except ValueError as e:
+            raise invalid(str(e)) from None
 
     def _decode(self, wav: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         for i, data in enumerate(wav):  # TF's own message quotes the bytes it found, which may not be text

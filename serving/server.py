@@ -4,7 +4,9 @@ Any TF Serving client works against it unchanged: the services and messages are 
 `tensorflow-serving-api`. A client discovers the signatures with `GetModelMetadata` and calls `Predict`:
 
     Predict            serving_default / transcribe_wav, batched with other requests (DS2 §7.1); the
-                       request option `nbest` adds the beam decoder's n-best (see `servable.NBEST`);
+                       request option `nbest` adds the beam decoder's n-best (see `servable.NBEST`), `words`
+                       each word's times and confidence (`servable.WORD_OUTPUTS`), and `hotwords` biases those
+                       searches (`servable.MAX_HOTWORDS`);
                        stream_step (streaming models) with the state in the request, or in a session the
                        server keeps (below), steps of concurrent streams batched together
     GetModelMetadata   the signature_def map of the served version, as TF Serving returns it
@@ -14,13 +16,15 @@ Streaming sessions (ds2-serve only): a stream_step request with the inputs `sess
 `sequence` (int [1]) instead of `state`. The client opens a session with an empty `session_id` and
 `sequence` 0 (the request carries the first chunk, possibly empty); the response's output `session_id` is
 the id the server issued (128 random bits, 32 hex digits), which the next steps send with `sequence` 1, 2,
-... A step that repeats the last number is answered from the stored result (a retry after a lost answer is
-never applied twice), another number is FAILED_PRECONDITION, an id the server didn't issue or has forgotten
-is NOT_FOUND. A step is taken only if it finished before the client's deadline and the client still waits:
-otherwise the session stays where it was and the same step can be sent again. A session carries at most
-`max_stream_seconds` of audio (a chunk past it: OUT_OF_RANGE, not taken; the stream can still end), at most
-`max_streams` are open and their states and log-probs together hold at most `max_stream_memory_bytes`
-(RESOURCE_EXHAUSTED beyond; a final step is always taken). The ids are capabilities, not authentication.
+... With `words` = 1 on the opening step, the server also keeps what the words need, and a final step with
+`words` = 1 gets them (`servable.WORD_OUTPUTS`). A step that repeats the last number is answered from the
+stored result (a retry after a lost answer is never applied twice), another number is FAILED_PRECONDITION,
+an id the server didn't issue or has forgotten is NOT_FOUND. A step is taken only if it finished before the
+client's deadline and the client still waits: otherwise the session stays where it was and the same step can be
+sent again. A session carries at most `max_stream_seconds` of audio (a chunk past it: OUT_OF_RANGE, not taken;
+the stream can still end), at most `max_streams` are open and their states and LM beam searches together hold at
+most `max_stream_memory_bytes` (RESOURCE_EXHAUSTED beyond; a final step is always taken). The ids are
+capabilities, not authentication.
 
 It serves the newest version under the model base path and polls the folder (TF Serving's
 `--file_system_poll_wait_seconds`): a newer version is loaded and warmed up (its
@@ -67,10 +71,11 @@ from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb
 from deepspeech2.decode import DecoderConfig
 from deepspeech2.fileio import atomic_write
 from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE, STREAM_STEP
+from deepspeech2_export.requests import WORDS
 from deepspeech2_serving.batching import Batcher, BatchingConfig, BatchResult, Expired, QueueFull
 from deepspeech2_serving.servable import (NBEST_SCORES, NBEST_TRANSCRIPTS, OUTPUT_TIME_KEYS, SESSION_ID,
-                                          SESSION_TRANSCRIPTS, RequestError, Servable, Work, invalid,
-                                          tf_error_message)
+                                          SESSION_TRANSCRIPTS, WORD_OUTPUTS, RequestError, Servable, Work, invalid,
+                                          tf_error_message, word_outputs)
 from deepspeech2_serving.streaming import IDLE_SECONDS, MAX_BYTES, MAX_SECONDS, MAX_STREAMS, SessionStore
 
 logger = logging.getLogger(__name__)
@@ -99,7 +104,7 @@ class ServeConfig:
     max_streams: int = MAX_STREAMS  # streaming sessions open at once; more: RESOURCE_EXHAUSTED
     stream_idle_seconds: float = IDLE_SECONDS  # a session unused this long is forgotten
     max_stream_seconds: float = MAX_SECONDS  # a session's audio at most; a chunk past it: OUT_OF_RANGE
-    max_stream_memory_bytes: int = MAX_BYTES  # the sessions' states and log-probs together; more: RESOURCE_EXHAUSTED
+    max_stream_memory_bytes: int = MAX_BYTES  # the sessions' states and beam searches together; more: RESOURCE_EXHAUSTED
     ssl_config_file: str = ""  # TF Serving's SSLConfig (text): serve TLS (and check client certificates); "": plain
 
     def __post_init__(self):
@@ -317,6 +322,8 @@ class Predictor:
         wanted = list(request.output_filter)
         known = set(servable.signature_defs[work.signature].outputs) | ({NBEST_TRANSCRIPTS, NBEST_SCORES}
                                                                         if work.nbest else set())
+        if work.words and (work.session is None or work.final[0]):  # a session's words come with its final step
+            known |= set(WORD_OUTPUTS)
         if work.session is not None:
             known = (known - {STATE}) | {SESSION_TRANSCRIPTS, SESSION_ID}  # the server keeps a session's state
         if set(wanted) - known:
@@ -329,7 +336,9 @@ class Predictor:
             outputs = dict(result.outputs)
         if work.nbest:
             outputs[NBEST_TRANSCRIPTS], outputs[NBEST_SCORES] = servable.nbest(
-                outputs[LOG_PROBS], outputs[OUTPUT_LENGTHS], work.nbest)
+                outputs[LOG_PROBS], outputs[OUTPUT_LENGTHS], work.nbest, work.hotwords)
+        if work.words and work.session is None:
+            outputs.update(servable.words(outputs[LOG_PROBS], outputs[OUTPUT_LENGTHS], work.lengths, work.hotwords))
         response = predict_pb2.PredictResponse()
         response.model_spec.name = servable.name
         response.model_spec.version.value = servable.version
@@ -341,8 +350,8 @@ class Predictor:
     def _session_step(self, servable: Servable, work: Work, direct: bool, deadline: float | None, context
                       ) -> tuple[BatchResult, dict]:
         """One step of the session `work.session` ("": a new one): its state in, the new state kept, its transcript
-        out. The step is taken (state, log-probs, `sequence`) only if it finished in time for a client still
-        waiting; the answer is kept for a retry of the same `sequence`."""
+        out (and on the final step, with `words`, its words). The step is taken (state, log-probs, `sequence`) only
+        if it finished in time for a client still waiting; the answer is kept for a retry of the same `sequence`."""
         opening = work.session == ""
         session = self.sessions.open(servable) if opening else self.sessions.acquire(work.session)
         taken = False
@@ -355,6 +364,14 @@ class Predictor:
                 raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"step {work.sequence} of stream "
                                    f"{session.id!r}: expected sequence {session.sequence + 1} (the next step) or "
                                    f"{session.sequence} (a retry of the last){ended}")
+            if opening and work.words:
+                before = session.held_bytes
+                session.keep_words()
+                self.sessions.reserve(session, session.held_bytes - before)
+            elif work.words and not session.keeps_words:
+                raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"stream {session.id!r} was opened without "
+                                   f"`{WORDS}`: send `{WORDS}` = 1 with a session's opening step (sequence 0) to get "
+                                   "its words on its final step; this step was not taken")
             final = bool(work.final[0])
             waveforms, lengths, extras = session.inputs(work.waveforms[:, :work.lengths[0]], final)
             result = self._run(session.servable, Work(STREAM_STEP, waveforms, lengths, 0, extras[STATE],
@@ -362,8 +379,14 @@ class Predictor:
             _still_wanted(context, deadline)
             self.sessions.reserve(session, session.added_bytes(result.outputs), final)
             session.absorb(result.outputs, int(lengths[0]), final, result.run_seconds)
-            text = session.final_text() if final else session.partial
+            timed = None
+            if final and work.words:
+                text, timed = session.final_words()
+            else:
+                text = session.final_text() if final else session.partial
             outputs = {k: v for k, v in result.outputs.items() if k != STATE}
+            if timed is not None:
+                outputs.update(word_outputs([timed]))
             outputs[SESSION_TRANSCRIPTS] = np.array([text.encode("utf-8")], dtype=object)
             outputs[SESSION_ID] = np.array([session.id.encode()], dtype=object)
             session.sequence, session.answer, taken = work.sequence, (result, outputs), True

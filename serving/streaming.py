@@ -4,11 +4,13 @@ The export's `stream_step` is stateless (the state travels in each request and r
 TF Serving needs). ds2-serve (a stream_step request with `session_id` and `sequence` instead of `state`, see
 `servable.SESSION_ID`) and ds2-demo (one session per WebSocket) keep the state on the server instead:
 
-    StreamSession    one stream: its state, greedy partial transcript (repeats merged across chunks), its
-                     log-probs so far (kept for the final LM beam search, when the server has an LM), audio
-                     and compute seconds, at most `max_seconds` of audio (more: OUT_OF_RANGE)
+    StreamSession    one stream: its state, its greedy transcript (repeats merged across chunks) and, when the
+                     server has an LM, its LM beam search advanced with each chunk (`decode.BeamStream`: the
+                     partial transcript is the best beam, and at the end only the end-of-sentence score is
+                     left to add), audio and compute seconds, at most `max_seconds` of audio (more: OUT_OF_RANGE);
+                     with `keep_words`, also what the final words' times and confidences need (`final_words`)
     SessionStore     sessions by the id it issues (128 random bits), at most `max_streams` open and
-                     `max_bytes` of states and log-probs together (more: RESOURCE_EXHAUSTED), forgotten after
+                     `max_bytes` of states and beam searches together (more: RESOURCE_EXHAUSTED), forgotten after
                      `idle_seconds` unused; a session runs one step at a time (the state of step n+1 is the
                      output of step n); an ended session keeps its last answer (for a retry) until forgotten
 
@@ -26,14 +28,15 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
+from deepspeech2.decode.beam import BeamStream
 from deepspeech2.decode.greedy import GreedyStream
 from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE
 from deepspeech2_serving.servable import RequestError, Servable
 
 MAX_STREAMS = 256  # sessions open at once
 IDLE_SECONDS = 60.0  # a session unused this long is forgotten
-MAX_SECONDS = 60.0  # a session's audio at most (ds2-demo's `max_seconds`); it bounds the final LM search too
-MAX_BYTES = 1 << 30  # the sessions' states and kept log-probs together
+MAX_SECONDS = 60.0  # a session's audio at most (ds2-demo's `max_seconds`)
+MAX_BYTES = 1 << 30  # the sessions' states and beam searches together
 SESSION_ID_BYTES = 16  # 128 random bits, written as 32 hex digits (servable.SESSION_ID_HEX)
 
 
@@ -42,7 +45,7 @@ class StepResult:
     """What one step of a session gave."""
 
     log_probs: np.ndarray  # float32 (steps, vocab): the output steps that became final with this chunk
-    text: str  # the transcript so far (greedy); after the final step, the finished transcript
+    text: str  # the transcript so far (the LM's best beam, or greedy without an LM); after the final step, the final
     final: bool  # this was the stream's last step (the session is over)
     batch_size: int  # streams in the forward pass it rode in
     run_seconds: float  # that forward pass
@@ -70,9 +73,9 @@ class StreamSession:
         self.id = session_id
         self.max_seconds = max_seconds
         self.state = np.zeros((1, servable.state_size), np.float32)
-        self._log_probs: list[np.ndarray] = []
-        self._keep_log_probs = servable.lm_decoder is not None  # only the final LM search reads them
-        self._greedy = GreedyStream(servable.vocab)  # the partial transcript, repeats merged across chunks
+        self._greedy = GreedyStream(servable.vocab)  # best path, repeats merged across chunks
+        decoder = servable.lm_decoder
+        self._beam = None if decoder is None else decoder.search.stream()  # the LM beam search, as audio arrives
         self.audio_samples = 0
         self.compute_seconds = 0.0  # forward passes this stream rode in (shared with the other rows)
         self.steps = 0
@@ -88,25 +91,52 @@ class StreamSession:
         return self.audio_samples / self.servable.sample_rate
 
     @property
-    def partial(self) -> str:
+    def keeps_words(self) -> bool:
+        """Whether `final_words` can give the words (`keep_words` was called)."""
+        return self._beam is not None and self._beam.words
+
+    def keep_words(self) -> None:
+        """Keep, as the chunks come, what the final words' times and confidences need (`final_words`): the LM beam
+        search's second, diverse search (it doubles the search's work per chunk), the kept frames and the log-probs.
+        Call it before the first step, then charge the session `held_bytes` more (SessionStore.reserve).
+
+        Raises:
+            RequestError: FAILED_PRECONDITION when the server has no LM (a stream's transcript is then greedy, with no
+                search to time its words) or the export records no clock, or a step was taken already.
+        """
+        if self.servable.lm_decoder is None:
+            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, "a stream's `words` come from the server's LM beam "
+                               "search, and this server has no LM (its streams' transcripts are greedy): start it with "
+                               "--lm, or export the model with one")
+        if self.servable.clock is None:
+            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"`words` need the model's clock, which version "
+                               f"{self.servable.version} doesn't record; export it again with ds2-export")
+        if self.steps:
+            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"stream {self.id!r} has taken {self.steps} "
+                               "step(s): keep its words from its first step on")
+        self._beam = BeamStream(self.servable.lm_decoder.search, words=True)
+
+    @property
+    def greedy(self) -> str:
         """The greedy transcript so far, joined as the library's greedy decoder joins it."""
         return self._greedy.text
 
     @property
-    def held_bytes(self) -> int:
-        """The memory the stream holds: its state and kept log-probs."""
-        return self.state.nbytes + sum(a.nbytes for a in self._log_probs)
-
-    def added_bytes(self, outputs: dict) -> int:
-        """The memory `absorb(outputs, ...)` would add."""
-        return int(outputs[OUTPUT_LENGTHS][0]) * outputs[LOG_PROBS].shape[-1] * 4 if self._keep_log_probs else 0
+    def partial(self) -> str:
+        """The transcript so far: the LM beam search's best hypothesis (its last word may be unfinished), or the
+        greedy transcript when the server has no LM."""
+        return self.greedy if self._beam is None else self._beam.text
 
     @property
-    def log_probs(self) -> np.ndarray:
-        """The stream's output steps so far, `(steps, vocab)` (kept only when the server has an LM to use them)."""
-        if not self._log_probs:
-            return np.zeros((0, self.servable.vocab.size), np.float32)
-        return np.concatenate(self._log_probs)
+    def held_bytes(self) -> int:
+        """The memory a new stream is charged: its state and the most its beam search's beams and LM caches hold (its
+        two searches', once it keeps words)."""
+        return self.state.nbytes + (0 if self._beam is None else self._beam.fixed_bytes)
+
+    def added_bytes(self, outputs: dict) -> int:
+        """The most memory `absorb(outputs, ...)` may add: the beams' texts and frame spans, per new output step
+        (`BeamStream.step_bytes`: with words, both searches' and the step's log-probs)."""
+        return 0 if self._beam is None else int(outputs[OUTPUT_LENGTHS][0]) * self._beam.step_bytes
 
     def inputs(self, audio: np.ndarray, final: bool) -> tuple[np.ndarray, np.ndarray, dict]:
         """The batch row for this chunk: `(waveforms (1, n), lengths (1,), {state, final})` for `Batcher.submit`.
@@ -136,9 +166,9 @@ class StreamSession:
         steps = int(outputs[OUTPUT_LENGTHS][0])
         new = np.asarray(outputs[LOG_PROBS][0, :steps], np.float32)
         self.state = np.asarray(outputs[STATE], np.float32)
-        if self._keep_log_probs:
-            self._log_probs.append(new)
         self._greedy.update(new)
+        if self._beam is not None:
+            self._beam.update(new)
         self.audio_samples += samples
         self.compute_seconds += run_seconds
         self.steps += 1
@@ -146,12 +176,27 @@ class StreamSession:
         return new
 
     def final_text(self) -> str:
-        """The finished transcript: the LM beam search when the server has an LM, else the greedy one."""
-        return self.servable.final_transcript(self.log_probs, self.partial)
+        """The finished transcript: the LM beam search's, ended with the end-of-sentence score (only the last
+        chunk's frames were left to search), or the greedy one when the server has no LM. Call it once."""
+        return self.greedy if self._beam is None else self._beam.finish()
+
+    def final_words(self) -> tuple[str, list]:
+        """The finished transcript (`final_text`'s) and its words: `decode.words.Word`s, each with its start and end
+        in seconds from the stream's start and its confidence in [0, 1], what `decode.words.decode_words` gives for
+        the whole utterance (the export's clock and words.json). Call it once, in place of `final_text`, after the
+        final step.
+
+        Raises:
+            RequestError: FAILED_PRECONDITION when `keep_words` wasn't called.
+        """
+        if not self.keeps_words:
+            raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"stream {self.id!r} kept no words: call "
+                               "`keep_words` before its first step")
+        return self._beam.finish_words(self.servable.clock, self.servable.word_config, self.audio_seconds)
 
     def free(self) -> None:
-        """Drop the state and log-probs of an ended stream (its transcript was made)."""
-        self._log_probs = []
+        """Drop the state and beam search of an ended stream (its transcript was made)."""
+        self._beam = None
         self.state = np.zeros((1, 0), np.float32)
 
     def step(self, audio: np.ndarray, final: bool, submit) -> StepResult:

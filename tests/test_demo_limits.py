@@ -76,6 +76,30 @@ def refused(port: int, **kwargs) -> tuple[int, str]:
     return e.value.response.status_code, e.value.response.body.decode()
 
 
+def test_a_streaming_export_streams_past_the_exports_limit_up_to_the_flags(demo):
+    """`hello` names the mode; stream_step takes the audio in chunks, so the export's 4 s (per request) doesn't
+    bound an utterance, `max_seconds` does (the offline mode's limits: tests/test_demo_offline.py)."""
+    port = demo(max_seconds=6.0).port
+    with open_ws(port) as ws:
+        assert receive(ws) == {"type": "hello", "model": "ds2", "version": 1, "sample_rate": 16000,
+                               "encoding": "pcm_s16le", "decoder": "greedy", "max_seconds": 6.0, "mode": "streaming",
+                               "words": False}
+        ws.send(json.dumps({"type": "start", "sample_rate": 16000, "encoding": "pcm_s16le"}))
+        assert receive(ws)["type"] == "started"
+        for _ in range(50):  # 5 s in 100 ms chunks
+            ws.send(np.zeros(1600, "<i2").tobytes())
+        ws.send(json.dumps({"type": "stop"}))
+        while (message := receive(ws))["type"] == "partial":
+            pass
+        assert message["type"] == "final" and message["audio_seconds"] == 5.0
+        ws.send(json.dumps({"type": "start", "sample_rate": 16000, "encoding": "pcm_s16le"}))
+        assert receive(ws)["type"] == "started"
+        ws.send(np.zeros(6 * 16000 + 1, "<i2").tobytes())
+        while (message := receive(ws))["type"] == "partial":
+            pass
+        assert message["code"] == "too_long" and "6 s" in message["message"]
+
+
 def test_other_origins_are_refused_with_403(demo):
     port = demo().port
     status, body = refused(port, origin="http://evil.example")  # a page elsewhere on the web

@@ -2,12 +2,19 @@
 
 The microphone is Chromium's fake capture device playing a WAV of a spoken sentence (espeak-ng, as the tiny corpus
 makes them); the page downsamples it in its AudioWorklet and streams it over the WebSocket while the button is
-held. The model is a small streaming model trained here until it transcribes that sentence (a real model whose
-answer is known: an untrained one would give noise that no test could check). The reference is the offline
-model's transcript of the whole WAV; the browser's path (the fake device's resampling, the worklet's filter)
-changes the audio slightly, so the transcripts must agree within a small CER. Slow (it trains a model and drives a
-browser, a few minutes): `make test-slow` (which CI's .ci/run runs) installs Chromium (`tools/apt-deps.sh browser`)
-and runs it; elsewhere it is skipped when Chromium is missing.
+held. Both of ds2-demo's modes are driven: a small streaming model (partial transcripts while the button is held)
+and a small bidirectional one, whose export has no stream_step (push to talk: the utterance is transcribed when
+the button is released, here with an LM of the sentence's words). Each is trained here until it transcribes that
+sentence (a real model whose answer is known: an untrained one would give noise that no test could check). The
+reference is the Keras model's transcript of the whole WAV (greedy; the bidirectional one: the LM beam search over
+its log-probs); the browser's path (the fake device's resampling, the worklet's filter) changes the audio
+slightly, so the transcripts must agree within a small CER. With an LM (both modes) the final transcript's words
+come with their times and confidences (issue 39): the page shows each word as the final message gives it (read
+from the DOM: its text, times and confidence, and the tooltip), for a file at the times `decode_words` gives on
+the Keras model's log-probs (within three output steps: the browser resamples the file), and clicking a word plays
+the uploaded file from its start; greedy finals show no words. Slow (it trains two models and drives a browser, a
+few minutes): `make test-slow` (which CI's .ci/run runs) installs Chromium (`tools/apt-deps.sh browser`) and runs
+it; elsewhere it is skipped when Chromium is missing.
 
 The WebSocket's limits as a browser meets them run on an untrained model (they don't look at transcripts): the page
 opened as localhost works, a page of another origin (another port) can't open the WebSocket, and the page reconnects
@@ -18,6 +25,7 @@ import contextlib
 import dataclasses
 import http.server
 import io
+import re
 import shutil
 import subprocess
 import threading
@@ -32,8 +40,9 @@ import soundfile as sf
 import tensorflow as tf
 
 from deepspeech2.audio import resample, save_wav
-from deepspeech2.bundle import save_bundle
-from deepspeech2.decode import greedy_decode
+from deepspeech2.bundle import load_bundle, save_bundle
+from deepspeech2.decode import Decoder, DecoderConfig, greedy_decode
+from deepspeech2.decode.words import FrameClock, decode_words
 from deepspeech2.features import FeatureConfig, Normalizer, featurize
 from deepspeech2.model import DS2_STREAMING, build_model
 from deepspeech2.model.ctc import ctc_loss
@@ -51,7 +60,34 @@ SENTENCE = "open the window"
 # room for CTC's blanks), two GRU-128 layers, row conv τ = 2.
 CONFIG = dataclasses.replace(DS2_STREAMING, conv_filters=(8, 8), conv_strides=((2, 2), (1, 2)), rnn_layers=2,
                              rnn_units=128, row_conv_context=2)
+# The same, bidirectional: an offline model (no stream_step), ds2-demo's push-to-talk mode.
+OFFLINE_CONFIG = dataclasses.replace(CONFIG, bidirectional=True, row_conv_context=0)
+# A 2-gram LM of the sentence's words (ARPA, as tests/conftest.py's), for the offline mode's LM beam search.
+SENTENCE_ARPA = """\\data\\
+ngram 1=6
+ngram 2=4
+
+\\1-grams:
+-2.0\t<unk>\t0
+0\t<s>\t-0.3
+-1.0\t</s>\t0
+-1.0\topen\t-0.3
+-1.0\tthe\t-0.3
+-1.0\twindow\t-0.3
+
+\\2-grams:
+-0.1\t<s> open
+-0.1\topen the
+-0.1\tthe window
+-0.1\twindow </s>
+
+\\end\\
+"""
+LM_DECODER = dict(beam_size=16, alpha=0.5, beta=1.0, num_workers=1)
 MAX_CER = 0.15  # browser path vs the offline transcript: two characters of "open the window"
+# A file's word times through the browser vs `decode_words` on the WAV: three output steps of 20 ms (the page
+# decodes the file at the browser's rate and resamples it to 16 kHz, which may move a CTC spike by a step).
+TIME_TOLERANCE = 0.06
 WAIT = 120  # seconds any one browser condition may take on a busy 2-core machine (a limit, not a measurement)
 
 
@@ -67,8 +103,8 @@ def silence(seconds: float) -> np.ndarray:
     return np.zeros(int(seconds * RATE), np.float32)
 
 
-def train_on_sentence(speech: np.ndarray, folder: Path, max_steps: int = 1500) -> Path:
-    """A CONFIG bundle trained until it transcribes `speech` as SENTENCE within `MAX_CER`, the same way for copies
+def train_on_sentence(speech: np.ndarray, folder: Path, config=CONFIG, max_steps: int = 1500) -> Path:
+    """A `config` bundle trained until it transcribes `speech` as SENTENCE within `MAX_CER`, the same way for copies
     changed as a browser changes audio (low-passed, quieter, shifted, noisy, longer silences). BatchNorm runs on
     its moving statistics throughout (training=False), so training and streaming compute the same function."""
     clip = np.concatenate([silence(0.3), speech, silence(0.5)])
@@ -87,7 +123,7 @@ def train_on_sentence(speech: np.ndarray, folder: Path, max_steps: int = 1500) -
     labels = np.array([vocab.encode(SENTENCE)] * len(waves), np.int32)
     label_lengths = np.full(len(waves), labels.shape[1], np.int32)
     keras.utils.set_random_seed(0)
-    model = build_model(CONFIG)
+    model = build_model(config)
     optimizer = keras.optimizers.Adam(1e-2, global_clipnorm=100)
     ctc = tf.function(ctc_loss, jit_compile=True)  # XLA: ~3x faster CTC on CPU (see ctc_loss)
 
@@ -107,29 +143,68 @@ def train_on_sentence(speech: np.ndarray, folder: Path, max_steps: int = 1500) -
                 break
     else:
         pytest.fail(f"the model did not learn {SENTENCE!r} in {max_steps} steps: {texts}")
-    return save_bundle(folder / "model", model, CONFIG, vocab, normalizer)
+    return save_bundle(folder / "model", model, config, vocab, normalizer)
 
 
-@pytest.fixture(scope="module")
-def wav_and_reference(tmp_path_factory):
-    """The fake microphone's WAV, the trained bundle, and the offline model's greedy transcript of the whole WAV.
-    The WAV starts with 4 s of silence: Chromium plays it from the moment the page asks for the microphone, and
-    the page needs a moment (seconds on a busy machine) before its AudioWorklet takes the audio."""
-    from deepspeech2.bundle import load_bundle
+def reference_words(bundle_dir: Path, wav: Path, decoder: DecoderConfig) -> list:
+    """The words of the whole `wav` a final transcript should show: `decode_words` over the Keras model's log-probs
+    with `decoder`'s LM beam search and the model's clock (no word config: the demo's export has none)."""
+    bundle = load_bundle(bundle_dir)
+    clock = FrameClock.of(bundle.model_config, bundle.feature_config)
+    duration = len(sf.read(wav)[0]) / RATE
+    return decode_words(Decoder(decoder, Vocabulary.english()).search, log_probs_of(bundle_dir, wav), clock,
+                        duration=duration)[1]
 
-    folder = tmp_path_factory.mktemp("page")
-    speech = spoken(SENTENCE)
-    bundle_dir = train_on_sentence(speech, folder)
-    wav = folder / "mic.wav"
-    save_wav(wav, np.concatenate([silence(4.0), speech, silence(2.5)]))
+
+def log_probs_of(bundle_dir: Path, wav: Path) -> np.ndarray:
+    """The Keras model's `(steps, vocab)` log-probs of the whole `wav`."""
     bundle = load_bundle(bundle_dir)
     audio, _ = sf.read(wav, dtype="float32")
     features, frames = featurize(audio[None], [len(audio)], bundle.feature_config, bundle.normalizer)
     out = bundle.model({"features": features, "feature_lengths": frames}, training=False)
-    reference = Vocabulary.english().decode(greedy_decode(tf.nn.log_softmax(out["logits"]).numpy(),
-                                                          out["output_lengths"].numpy())[0])
+    return tf.nn.log_softmax(out["logits"])[0, :int(out["output_lengths"][0])].numpy()
+
+
+@pytest.fixture(scope="module")
+def speech_wav(tmp_path_factory):
+    """SENTENCE spoken, and the fake microphone's WAV of it. The WAV starts with 4 s of silence: Chromium plays it
+    from the moment the page asks for the microphone, and the page needs a moment (seconds on a busy machine)
+    before its AudioWorklet takes the audio."""
+    folder = tmp_path_factory.mktemp("page")
+    speech = spoken(SENTENCE)
+    wav = folder / "mic.wav"
+    save_wav(wav, np.concatenate([silence(4.0), speech, silence(2.5)]))
+    return speech, wav
+
+
+@pytest.fixture(scope="module")
+def wav_and_reference(tmp_path_factory, speech_wav):
+    """The fake microphone's WAV, the trained streaming bundle, and the model's greedy transcript of the whole WAV."""
+    speech, wav = speech_wav
+    bundle_dir = train_on_sentence(speech, tmp_path_factory.mktemp("streaming"))
+    log_probs = log_probs_of(bundle_dir, wav)
+    reference = Vocabulary.english().decode(greedy_decode(log_probs[None], np.array([len(log_probs)]))[0])
     assert jiwer.cer(SENTENCE, reference) <= MAX_CER  # the model knows the sentence: answers can be checked
     return wav, bundle_dir, reference
+
+
+@pytest.fixture(scope="module")
+def sentence_lm(tmp_path_factory) -> DecoderConfig:
+    """The LM beam decoder over the sentence's words."""
+    arpa = tmp_path_factory.mktemp("lm") / "sentence.arpa"
+    arpa.write_text(SENTENCE_ARPA)
+    return DecoderConfig(lm_path=str(arpa), **LM_DECODER)
+
+
+@pytest.fixture(scope="module")
+def offline_model(tmp_path_factory, speech_wav, sentence_lm):
+    """The trained bidirectional bundle, the LM decoder over the sentence's words, and the reference: that LM beam
+    search over the model's log-probs of the whole WAV."""
+    speech, wav = speech_wav
+    bundle_dir = train_on_sentence(speech, tmp_path_factory.mktemp("offline"), OFFLINE_CONFIG)
+    reference = Decoder(sentence_lm, Vocabulary.english()).decode_utterances([log_probs_of(bundle_dir, wav)])[0]
+    assert jiwer.cer(SENTENCE, reference) <= MAX_CER
+    return bundle_dir, sentence_lm, reference
 
 
 @pytest.fixture(scope="module")
@@ -164,8 +239,57 @@ def chromium(wav: Path | None):
 
 
 def page_state(driver) -> dict:
-    return driver.execute_script("return window.ds2Demo ? {state: ds2Demo.state, partials: ds2Demo.partials, "
-                                 "finals: ds2Demo.finals, errors: ds2Demo.errors} : null;")
+    return driver.execute_script("return window.ds2Demo ? {state: ds2Demo.state, mode: ds2Demo.mode, partials: "
+                                 "ds2Demo.partials, finals: ds2Demo.finals, errors: ds2Demo.errors, levels: "
+                                 "ds2Demo.levels, recorded_samples: ds2Demo.recordedSamples, words: ds2Demo.words} "
+                                 ": null;")
+
+
+# The final transcript's words as the page shows them: each word's span in the transcript.
+SHOWN_WORDS = """return [...document.querySelectorAll("#transcript .word")].map((w) => ({word: w.textContent,
+  start: Number(w.dataset.start), end: Number(w.dataset.end), confidence: Number(w.dataset.confidence),
+  title: w.title, button: w.getAttribute("role") === "button" && w.tabIndex === 0}));"""
+TOOLTIP = re.compile(r"(\d+\.\d\d)–(\d+\.\d\d) s, confidence (\d+)%")
+
+
+def shown_words(driver, final: dict, file: bool) -> list[dict]:
+    """The words the page shows for the `final` message, checked against it: each word of the transcript a span
+    with the word's times and confidence, in its tooltip too (to 10 ms and 1%), and a button that plays the
+    uploaded audio from its start for a `file`. The transcript still reads as its text."""
+    from selenium.webdriver.common.by import By
+
+    shown = driver.execute_script(SHOWN_WORDS)
+    assert [{k: w[k] for k in ("word", "start", "end", "confidence")} for w in shown] == final["words"], shown
+    assert [w["word"] for w in shown] == final["text"].split() and len(shown) >= 2
+    assert driver.find_element(By.ID, "transcript").text == final["text"]
+    for w in shown:
+        start, end, percent = TOOLTIP.fullmatch(w["title"]).groups()
+        assert abs(float(start) - w["start"]) <= 0.005 + 1e-9 and abs(float(end) - w["end"]) <= 0.005 + 1e-9, w
+        assert abs(int(percent) - 100 * w["confidence"]) <= 0.5 + 1e-9 and 0 <= w["confidence"] <= 1, w
+        assert w["button"] == file, w
+    assert all(a["start"] <= b["start"] for a, b in zip(shown, shown[1:]))
+    assert all(0 <= w["start"] <= w["end"] <= final["audio_seconds"] for w in shown)
+    assert driver.find_element(By.ID, "words-note").is_displayed()
+    return shown
+
+
+def check_file_words(driver, final: dict, reference: list) -> None:
+    """A file's words as the page shows them (`shown_words`) are at the reference's times (`reference_words`),
+    and clicking the last one plays the uploaded file from its start."""
+    from selenium.webdriver.common.by import By
+
+    shown = shown_words(driver, final, file=True)
+    matched = [(w, r) for w, r in zip(shown, reference) if w["word"] == r.word]
+    assert len(matched) >= 2, (shown, reference)
+    for w, r in matched:
+        assert abs(w["start"] - r.start) <= TIME_TOLERANCE and abs(w["end"] - r.end) <= TIME_TOLERANCE, (w, r)
+    player = driver.find_element(By.ID, "player")
+    assert player.is_displayed()
+    position, paused, src = driver.execute_script(
+        "const words = document.querySelectorAll('#transcript .word'); words[words.length - 1].click(); "
+        "const player = document.getElementById('player'); return [player.currentTime, player.paused, player.src];")
+    assert src.startswith("blob:") and not paused  # the uploaded file, playing
+    assert position == pytest.approx(shown[-1]["start"], abs=1e-3)  # from the word's start
 
 
 def wait_for(driver, condition, what: str) -> dict:
@@ -196,8 +320,11 @@ def test_page_loads_talks_and_transcribes_a_file(demo, browser, wav_and_referenc
     wav, _, reference = wav_and_reference
     browser.get(demo.url)
     assert browser.title == "DeepSpeech2 live demo"
-    wait_for(browser, lambda s: s and s["state"] == "ready", "the page never connected")
+    state = wait_for(browser, lambda s: s and s["state"] == "ready", "the page never connected")
     assert "final transcripts: greedy" in browser.find_element(By.ID, "model").text
+    assert state["words"] is False  # greedy finals: no search to time words with
+    assert state["mode"] == "streaming" and browser.find_element(By.ID, "mode").text.startswith("Streaming")
+    assert not browser.find_element(By.ID, "level").is_displayed()  # the partials show that it hears you
 
     # Push to talk: hold the button until the sentence is over (the partial transcript, non-empty, stayed the
     # same over 1.5 s of audio: the WAV ends in 2.5 s of silence), then release.
@@ -219,6 +346,8 @@ def test_page_loads_talks_and_transcribes_a_file(demo, browser, wav_and_referenc
     final = state["finals"][0]
     assert jiwer.cer(reference, final["text"]) <= MAX_CER, (final, partials)
     assert browser.find_element(By.ID, "transcript").text == final["text"]
+    assert final["words"] == [] and browser.execute_script(SHOWN_WORDS) == []  # greedy: no words shown
+    assert not browser.find_element(By.ID, "words-note").is_displayed()
     assert len(set(partials)) >= 3  # the transcript grew while the button was held
     assert all(final["greedy"].startswith(p.rstrip()) for p in partials)  # each partial: the greedy text so far
     assert final["audio_seconds"] > 1.5 and final["rtf"] > 0 and final["client_latency_ms"] > 0
@@ -233,6 +362,7 @@ def test_page_loads_talks_and_transcribes_a_file(demo, browser, wav_and_referenc
     state = wait_for(browser, lambda s: len(s["finals"]) == 2 and s["state"] == "ready", "the file got no transcript")
     assert jiwer.cer(reference, state["finals"][1]["text"]) <= MAX_CER, state["finals"][1]
     assert state["finals"][1]["audio_seconds"] == pytest.approx(len(sf.read(wav)[0]) / RATE, abs=0.05)
+    assert browser.execute_script(SHOWN_WORDS) == []
 
     # An unsupported file: a clear error on the page, and the page still works.
     bad = tmp_path / "notes.wav"
@@ -241,6 +371,94 @@ def test_page_loads_talks_and_transcribes_a_file(demo, browser, wav_and_referenc
     state = wait_for(browser, lambda s: s["errors"], "an undecodable file showed no error")
     assert state["errors"][0]["code"] == "unsupported_audio" and "notes.wav" in state["errors"][0]["message"]
     assert browser.find_element(By.ID, "error").is_displayed() and state["state"] == "ready"
+
+
+def test_streaming_with_an_lm_shows_a_files_words_and_plays_from_one(wav_and_reference, sentence_lm):
+    """The streaming model with the sentence's LM: the final transcript of an uploaded file comes with its words,
+    shown at `decode_words`' times on the Keras model's log-probs, and a click on a word plays the file from it."""
+    from selenium.webdriver.common.by import By
+
+    from deepspeech2_serving.demo import DemoConfig, start
+
+    wav, bundle_dir, _ = wav_and_reference
+    reference = reference_words(bundle_dir, wav, sentence_lm)
+    running = start(DemoConfig(str(bundle_dir), port=0, decoder=sentence_lm))
+    driver = chromium(None)
+    try:
+        driver.get(running.url)
+        state = wait_for(driver, lambda s: s and s["state"] == "ready", "the page never connected")
+        assert state["mode"] == "streaming" and state["words"] is True
+        assert "beam + LM with word times" in driver.find_element(By.ID, "model").text
+        driver.find_element(By.ID, "file").send_keys(str(wav))
+        state = wait_for(driver, lambda s: len(s["finals"]) == 1 and s["state"] == "ready", "the file got no "
+                         "transcript")
+        final = state["finals"][0]
+        assert jiwer.cer(" ".join(r.word for r in reference), final["text"]) <= MAX_CER, (final, reference)
+        check_file_words(driver, final, reference)
+        assert not state["errors"]
+    finally:
+        driver.quit()
+        running.stop()
+
+
+def test_offline_model_is_push_to_talk_with_the_lm(offline_model, speech_wav):
+    """A bidirectional export (no stream_step): the page says push to talk, records while the button is held
+    (no partials), and the final transcript, the LM beam search over the whole utterance, comes on release, with
+    its words (for a file: at `decode_words`' times, and a click on one plays the file from it)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    from deepspeech2_serving.demo import DemoConfig, start
+
+    bundle_dir, decoder, reference = offline_model
+    wav = speech_wav[1]
+    running = start(DemoConfig(str(bundle_dir), port=0, decoder=decoder))
+    driver = chromium(wav)
+    try:
+        driver.get(running.url)
+        state = wait_for(driver, lambda s: s and s["state"] == "ready", "the page never connected")
+        assert state["mode"] == "offline" and state["words"] is True
+        assert "final transcripts: beam + LM with word times" in driver.find_element(By.ID, "model").text
+        assert driver.find_element(By.ID, "mode").text.startswith("Push to talk")
+        assert "up to 60 s" in driver.find_element(By.ID, "how").text  # the export's and the flag's limit
+
+        # Hold the button until the sentence is over: a loud chunk went by, then 1.5 s of quiet ones (the WAV
+        # ends in 2.5 s of silence). The page shows how much it recorded, and no transcript yet.
+        button = driver.find_element(By.ID, "talk")
+        ActionChains(driver).click_and_hold(button).perform()
+        wait_for(driver, lambda s: s["state"] == "recording", "pressing the button did not start recording")
+        assert driver.find_element(By.ID, "level").is_displayed()
+
+        def sentence_over(state):
+            loud = [i for i, level in enumerate(state["levels"]) if level > 0.1]
+            return bool(loud) and len(state["levels"]) - 1 - loud[-1] >= 15
+
+        state = wait_for(driver, sentence_over, "the microphone never carried the sentence")
+        assert driver.find_element(By.ID, "transcript").text.startswith("Recording…")
+        assert button.text == "Recording… release to transcribe"
+        ActionChains(driver).release(button).perform()
+        state = wait_for(driver, lambda s: len(s["finals"]) == 1 and s["state"] == "ready", "no final transcript")
+        final = state["finals"][0]
+        assert jiwer.cer(reference, final["text"]) <= MAX_CER, final
+        assert final["decoder"] == "beam + LM" and final["batch_size"] == 1 and not state["partials"]
+        assert final["audio_seconds"] == state["recorded_samples"] / RATE  # the server heard all the page recorded
+        shown_words(driver, final, file=False)  # the microphone's audio is not kept: no playing from a word
+        assert not driver.find_element(By.ID, "player").is_displayed()
+        for cell in ("latency", "server-latency", "rtf"):
+            assert driver.find_element(By.ID, cell).text not in ("", "–")
+        assert not state["errors"]
+
+        # A file: the same WAV, transcribed whole.
+        driver.find_element(By.ID, "file").send_keys(str(wav))
+        state = wait_for(driver, lambda s: len(s["finals"]) == 2 and s["state"] == "ready", "the file got no "
+                         "transcript")
+        assert jiwer.cer(reference, state["finals"][1]["text"]) <= MAX_CER, state["finals"][1]
+        assert state["finals"][1]["audio_seconds"] == pytest.approx(len(sf.read(wav)[0]) / RATE, abs=0.05)
+        check_file_words(driver, state["finals"][1], reference_words(bundle_dir, wav, decoder))
+        assert not state["partials"] and not state["errors"]
+    finally:
+        driver.quit()
+        running.stop()
 
 
 def test_page_shows_a_denied_microphone_and_a_server_that_went_away(wav_and_reference):

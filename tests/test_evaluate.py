@@ -242,3 +242,35 @@ def test_ds2_infer_and_ds2_eval_take_max_seconds(tmp_path, bundle_dir):
     out = _cli("ds2-eval", "--model_dir", bundle_dir, "--manifest", manifest, "--max_seconds", shortest + 0.01)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith("1 utterances") and "1 skipped (unreadable or too long" in out.stdout
+
+
+def test_ds2_eval_channel_g711_scores_what_the_phone_line_makes_of_each_file(tmp_path, bundle_dir):
+    """--channel g711 decodes the telephone channel's output (here applied by hand and written out as a manifest of
+    its own), reports the original files, and is not the wideband result."""
+    from deepspeech2.data.telephone import telephone
+
+    manifest, utts = make_manifest(tmp_path, n=3)
+    out = _cli("ds2-eval", "--model_dir", bundle_dir, "--manifest", manifest, "--channel", "g711",
+               "--report", tmp_path / "g711.json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "over a G.711 phone line" in out.stdout.splitlines()[0]
+    report = json.loads((tmp_path / "g711.json").read_text())
+    assert report["channel"] == "g711" and report["totals"]["scored"] == 3
+    assert [u["audio_filepath"] for u in report["utterances"]] == [u.audio_filepath for u in utts]
+    by_hand = []
+    for i, u in enumerate(utts):
+        save_wav(tmp_path / "phone" / f"{i}.wav", telephone(load_audio(u.audio_filepath), 16000))
+        by_hand.append(dataclasses.replace(u, audio_filepath=str(tmp_path / "phone" / f"{i}.wav")))
+    write_manifest(tmp_path / "phone.jsonl", by_hand)
+    reference = evaluate(EvalConfig(str(bundle_dir), (str(tmp_path / "phone.jsonl"),), progress=False))
+    wideband = evaluate(EvalConfig(str(bundle_dir), (str(manifest),), progress=False))
+    assert reference["channel"] == wideband["channel"] == "none"
+    hypotheses = [u["hypothesis"] for u in report["utterances"]]
+    assert hypotheses == [u["hypothesis"] for u in reference["utterances"]]
+    assert hypotheses != [u["hypothesis"] for u in wideband["utterances"]]
+    bad = _cli("ds2-eval", "--model_dir", bundle_dir, "--manifest", manifest, "--channel", "gsm")
+    assert bad.returncode != 0
+    [line] = bad.stderr.strip().splitlines()
+    assert line.startswith("ds2-eval: error: ") and "--channel=gsm" in line and "g711" in line
+    with pytest.raises(ValueError, match="`channel` must be one of none, g711, got 'gsm'"):
+        EvalConfig(str(bundle_dir), (str(manifest),), channel="gsm")

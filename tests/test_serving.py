@@ -3,6 +3,7 @@ to the Keras model, every bad input refused with INVALID_ARGUMENT while the serv
 size and queue limits, the n-best with the export's LM, Batch Dispatch, hot reload, SIGTERM, ds2-client and
 the load test. Servers are ds2-serve subprocesses on free ports, started and stopped here."""
 
+import dataclasses
 import json
 import os
 import re
@@ -26,6 +27,8 @@ from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.decode import Decoder, DecoderConfig
+from deepspeech2.decode.beam import BeamSearch
+from deepspeech2.decode.words import FrameClock, WordConfig, decode_words
 from deepspeech2.features import FeatureConfig, featurize
 from deepspeech2.model import TINY, build_model
 from deepspeech2.testing import make_clip, make_manifest, modules_loaded_by
@@ -538,3 +541,153 @@ def test_stock_tf_serving_config_files():
     text = (repo / "serving" / "batching_parameters.txt").read_text()
     assert "pad_variable_length_inputs: true" in text  # waveforms of different lengths share a batch
     assert BatchingConfig.from_text(text) == BatchingConfig(batch_timeout_micros=0)
+
+
+# ------------------------------------------------------------------------------------------- word times and confidence
+
+WORD_CONFIG = WordConfig(start_shift=-0.016, end_shift=0.019, posterior_weight=0.6, frame_weight=0.7, intercept=-0.4)
+
+
+@pytest.fixture(scope="module")
+def words_server(model, tmp_path_factory, hello_world_lm):
+    """The tiny bundle exported by the ds2-export command with --words_config (and the LM), served by ds2-serve in
+    this process (batching on); yields (stub, version folder)."""
+    from deepspeech2_serving.server import ServeConfig, start
+
+    bundle, _ = model
+    d = tmp_path_factory.mktemp("words")
+    WORD_CONFIG.save(d / "words.json")
+    out = subprocess.run([str(VENV_BIN / "ds2-export"), "--model_dir", str(bundle.path), "--export_dir",
+                          str(d / "export"), "--max_audio_seconds", "4", "--lm", str(hello_world_lm), "--beam_size",
+                          "8", "--alpha", "0.5", "--beta", "1", "--words_config", str(d / "words.json")],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    version = Path(out.stdout.strip())
+    running = start(ServeConfig(str(version.parent), port=0, poll_seconds=0))
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    yield prediction_service_pb2_grpc.PredictionServiceStub(channel), version
+    channel.close()
+    running.stop(5)
+
+
+def _with(request, **inputs):
+    for key, value in inputs.items():
+        request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
+    return request
+
+
+def _assert_served_words(response, row, expected):
+    """Row `row` of a response's word outputs holds the `Word`s `expected`, then "" and -1 padding."""
+    texts, starts, ends = (outputs(response, k)[row] for k in ("word_texts", "word_starts", "word_ends"))
+    confidences = outputs(response, "word_confidences")[row]
+    n = len(expected)
+    assert [t.decode() for t in texts[:n]] == [w.word for w in expected] and set(texts[n:]) <= {b""}
+    for got, field in ((starts, "start"), (ends, "end"), (confidences, "confidence")):
+        np.testing.assert_allclose(got[:n], [getattr(w, field) for w in expected], rtol=0, atol=1e-6, err_msg=field)
+        assert np.all(got[n:] == -1), field
+
+
+def test_served_words_equal_decode_words_on_the_served_log_probs(words_server, model, clips, hello_world_lm):
+    """Issue 39: `words` = 1 gives each utterance's words, timed by the clock export.json records and calibrated by
+    the --words_config it copied: what ds2-infer --words computes (`decode_words`) on the same log-probs, rows of
+    different lengths padded."""
+    stub, version = words_server
+    bundle, _ = model
+    clock = FrameClock.of(bundle.model_config, bundle.feature_config)  # from the model's code, which ds2-serve lacks
+    extra = version / ASSETS_EXTRA
+    assert json.loads((extra / "export.json").read_text())["frame_clock"] == dataclasses.asdict(clock)
+    assert WordConfig.load(extra / "words.json") == WORD_CONFIG
+    search = BeamSearch(DecoderConfig(lm_path=str(hello_world_lm), num_workers=1, **LM_DECODER), EN)
+    response = stub.Predict(_with(waveform_request(clips), words=np.int32(1)), timeout=TIMEOUT)
+    assert {"word_texts", "word_starts", "word_ends", "word_confidences", "transcripts"} <= set(response.outputs)
+    log_probs, lengths = outputs(response, "log_probs"), outputs(response, "output_lengths")
+    counts = []
+    for b, clip in enumerate(clips):
+        _, expected = decode_words(search, log_probs[b, :lengths[b]], clock, WORD_CONFIG, duration=len(clip) / RATE)
+        _assert_served_words(response, b, expected)
+        counts.append(len(expected))
+    assert outputs(response, "word_texts").shape == (len(clips), max(counts))
+    assert len(set(counts)) > 1 and min(counts) > 0, counts  # rows of different lengths: padding was needed
+
+    # transcribe_wav, with the request's hotwords: they bias the words' search as they do the n-best's.
+    request = _with(wav_request("ds2", wav_bytes(clips[2], RATE), nbest=2), words=np.int64(1),
+                    hotwords=np.array([b"speech"], object))
+    response = stub.Predict(request, timeout=TIMEOUT)
+    log_probs = outputs(response, "log_probs")[0, :outputs(response, "output_lengths")[0]]
+    _, expected = decode_words(search, log_probs, clock, WORD_CONFIG, search.hotwords_with(["speech"]),
+                               duration=len(clips[2]) / RATE)
+    _assert_served_words(response, 0, expected)
+    assert [w.word for w in expected] != [w.word for w in decode_words(search, log_probs, clock, WORD_CONFIG)[1]]
+    assert outputs(response, "nbest_transcripts").shape == (1, 2)
+
+
+def test_an_export_without_a_word_config_gives_the_raw_posterior(server, model, clips, hello_world_lm):
+    bundle, _ = model
+    response = server.predict.Predict(_with(wav_request("ds2", wav_bytes(clips[0], RATE)), words=np.int32(1)),
+                                      timeout=TIMEOUT)
+    log_probs = outputs(response, "log_probs")[0, :outputs(response, "output_lengths")[0]]
+    search = BeamSearch(DecoderConfig(lm_path=str(hello_world_lm), num_workers=1, **LM_DECODER), EN)
+    _, expected = decode_words(search, log_probs, FrameClock.of(bundle.model_config, bundle.feature_config),
+                               WordConfig(), duration=len(clips[0]) / RATE)
+    assert expected
+    _assert_served_words(response, 0, expected)
+
+
+@pytest.mark.parametrize("value, message", [
+    (np.int32(2), r"`words` must be one integer, 1 .* or 0 .*, got \[2\]"),
+    (np.array([1, 1], np.int32), r"`words` must be one integer.*got \[1, 1\]"),
+    (np.float32(1), "input `words` must be DT_INT32 or DT_INT64, got DT_FLOAT"),
+    (np.array([b"1"], object), "input `words` must be DT_INT32 or DT_INT64, got DT_STRING"),
+])
+def test_bad_words_are_invalid_argument_naming_the_input(words_server, clips, value, message):
+    stub, _ = words_server
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Predict(_with(wav_request("ds2", wav_bytes(clips[1], RATE)), words=value), timeout=TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    assert re.search(message, e.value.details()), e.value.details()
+
+
+def test_words_on_a_greedy_server_or_an_export_without_a_clock_are_a_failed_precondition(model, clips, tmp_path):
+    from deepspeech2_serving.server import Predictor, ServeConfig, start
+    from deepspeech2_serving.servable import RequestError, Servable
+
+    _, base = model
+    running = start(ServeConfig(str(base), port=0, poll_seconds=0, batching=None,
+                                decoder=DecoderConfig(kind="greedy")))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            request = _with(wav_request("ds2", wav_bytes(clips[1], RATE)), words=np.int32(1))
+            with pytest.raises(grpc.RpcError) as e:
+                stub.Predict(request, timeout=TIMEOUT)
+            assert e.value.code() == grpc.StatusCode.FAILED_PRECONDITION, e.value.details()
+            assert "`words`" in e.value.details() and "--decoder greedy" in e.value.details()
+            # words = 0 asks for none: the greedy server answers it
+            stub.Predict(_with(wav_request("ds2", wav_bytes(clips[1], RATE)), words=np.int32(0)), timeout=TIMEOUT)
+    finally:
+        running.stop(5)
+    old = tmp_path / "ds2" / "1"  # an export made before the clock was recorded
+    shutil.copytree(base / "1", old)
+    info = json.loads((old / ASSETS_EXTRA / "export.json").read_text())
+    del info["frame_clock"]
+    (old / ASSETS_EXTRA / "export.json").write_text(json.dumps(info))
+    with pytest.raises(RequestError) as e:
+        Predictor(None).predict(request, Servable(old, "ds2"), direct=True)
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION and "export it again" in e.value.message
+
+
+def test_push_to_talk_words_are_the_final_transcripts(words_server, clips, hello_world_lm):
+    """What ds2-demo's push to talk would call: `Servable.final_words`, the transcript `final_transcript` gives and
+    its words; without an LM (greedy final transcripts) it is a FAILED_PRECONDITION."""
+    from deepspeech2_serving.servable import RequestError, Servable
+
+    _, version = words_server
+    servable = Servable(version, "ds2")
+    log_probs = servable.run(clips[2][None], np.array([len(clips[2])], np.int32))["log_probs"][0]
+    text, timed = servable.final_words(log_probs, len(clips[2]))
+    assert text == servable.final_transcript(log_probs, "greedy") == " ".join(w.word for w in timed) != ""
+    search = BeamSearch(DecoderConfig(lm_path=str(hello_world_lm), num_workers=1, **LM_DECODER), EN)
+    assert timed == decode_words(search, log_probs, servable.clock, WORD_CONFIG, duration=len(clips[2]) / RATE)[1]
+    with pytest.raises(RequestError) as e:
+        Servable(version, "ds2", DecoderConfig(num_workers=1)).final_words(log_probs, len(clips[2]))
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION and "no LM" in e.value.message

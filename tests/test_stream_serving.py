@@ -27,9 +27,10 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.decode import Decoder, DecoderConfig
+from deepspeech2.decode.words import FrameClock, WordConfig, decode_words
 from deepspeech2.features import FeatureConfig, featurize
 from deepspeech2.model import DS2_STREAMING, build_model
-from deepspeech2.testing import make_clip, make_manifest
+from deepspeech2.testing import bundle_log_probs, make_clip, make_manifest
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import ASSETS_EXTRA, STREAM_STEP
 from deepspeech2_export.requests import predict_request, wav_bytes
@@ -74,11 +75,20 @@ def references(model, clips):
     greedy, beam = Decoder(DecoderConfig(kind="greedy"), EN), Decoder(dataclasses.replace(lm, num_workers=1), EN)
     out = []
     for wave in clips:
-        features, frames = featurize(wave[None], [len(wave)], bundle.feature_config, bundle.normalizer)
-        outputs = bundle.model({"features": features, "feature_lengths": frames}, training=False)
-        log_probs = tf.nn.log_softmax(outputs["logits"])[0, :int(outputs["output_lengths"][0])].numpy()
+        log_probs = bundle_log_probs(bundle, wave)
         out.append((log_probs, greedy.decode_utterances([log_probs])[0], beam.decode_utterances([log_probs])[0]))
     return out
+
+
+def beam_partials(log_probs, decoder: DecoderConfig) -> set[str]:
+    """Every partial transcript a session's LM beam search can show on these log-probs: its best beam after each
+    number of frames (the same whatever the chunking; tests/test_decode.py checks that)."""
+    stream = Decoder(dataclasses.replace(decoder, num_workers=1), EN).search.stream()
+    texts = {stream.text}
+    for frame in log_probs:
+        stream.update(frame[None])
+        texts.add(stream.text)
+    return texts
 
 
 def chunks(wave, size=1600):
@@ -215,7 +225,7 @@ def stream_session(stub, wave, size=1600):
     return partials[:-1], partials[-1], sizes, set(response.outputs)
 
 
-def test_concurrent_sessions_are_batched_and_match_the_offline_model(server, clips, references):
+def test_concurrent_sessions_are_batched_and_match_the_offline_model(server, model, clips, references):
     results = [None] * len(clips)
 
     def run(i):
@@ -230,8 +240,8 @@ def test_concurrent_sessions_are_batched_and_match_the_offline_model(server, cli
         assert final == beam  # the final transcript: the export's LM beam decoder over the whole stream
         # no state (the server keeps it); the session's id instead
         assert names == {"log_probs", "output_lengths", "transcripts", "session_transcripts", "session_id"}
-        for k, partial in enumerate(partials):  # the greedy transcript so far, growing with the stream
-            assert greedy.startswith(partial.rstrip()) or partial == ""
+        # The transcript so far: the LM beam search's best, advanced with each chunk (issue 38).
+        assert partials and set(partials) <= beam_partials(log_probs, model[3]), (partials, greedy)
     # Six streams that start together ride in shared forward passes (a batch of 6 as long as all are running).
     assert max(results[0][2]) == 6
 
@@ -390,7 +400,7 @@ def test_a_session_is_capped_and_other_sessions_keep_answering(limited, clips, r
 
 
 def test_the_sessions_memory_together_is_bounded(model, clips):
-    """Issue 36, item 1: the sessions' states and log-probs together stay within --max_stream_memory_mb: a session
+    """Issue 36, item 1: the sessions' states and beam searches together stay within --max_stream_memory_mb: a session
     that doesn't fit is refused RESOURCE_EXHAUSTED, so is a step that would grow past it (not applied: the same
     step goes through once memory is free); a final step always goes through, and ending a session frees its
     memory."""
@@ -398,7 +408,9 @@ def test_the_sessions_memory_together_is_bounded(model, clips):
 
     _, _, version, _ = model
     state_bytes = 4 * json.loads((version / ASSETS_EXTRA / "export.json").read_text())["streaming"]["state_size"]
-    budget = 2 * state_bytes + 2000  # two sessions' states and a few steps of log-probs (116 bytes each)
+    # Two sessions' states and beam searches, and a step or two: each output step may add 40 bytes to each beam.
+    beam_bytes = 256 * (3 * LM_DECODER["beam_size"] + 1)
+    budget = 2 * (state_bytes + beam_bytes) + 2000
     running = start(ServeConfig(str(version.parent), port=0, poll_seconds=0, batching=None,
                                 max_stream_memory_bytes=budget))
     try:
@@ -529,16 +541,24 @@ def test_demo_serves_the_page_and_its_scripts(demo):
     assert "registerProcessor(\"pcm-downsampler\"" in worklet  # the name app.js asks for
 
 
-def test_demo_client_streams_a_file_and_gets_partials_and_the_lm_transcript(demo, clips, references, tmp_path):
+def test_demo_client_streams_a_file_and_gets_partials_and_the_lm_transcript(demo, model, clips, references, tmp_path):
+    """... and its words (issue 39): the session keeps them as the steps come, and the final message gives what
+    `decode_words` gives for the whole utterance on the offline model's log-probs, within the stream's tolerance."""
     from deepspeech2.audio import save_wav
     from deepspeech2_serving.demo_client import DemoClientConfig, stream_file
+    from test_demo_offline import assert_words  # the push-to-talk final's check: the same message
 
     wav = tmp_path / "clip.wav"
     save_wav(wav, clips[5])
     result = stream_file(DemoClientConfig(f"127.0.0.1:{demo.port}", str(wav), chunk_ms=100, speed=0))
-    _, greedy, beam = references[5]
+    log_probs, _, beam = references[5]
     assert result.text == beam and result.decoder == "beam + LM"
-    assert result.partials and all(greedy.startswith(p.rstrip()) for p in result.partials)
+    bundle, _, _, lm = model
+    text, words = decode_words(Decoder(dataclasses.replace(lm, num_workers=1), EN).search, log_probs,
+                               FrameClock.of(bundle.model_config, bundle.feature_config), duration=len(clips[5]) / RATE)
+    assert text == beam and len(words) >= 2 and result.words_served  # words the untrained model's noise reads as
+    assert_words(result.words, words)
+    assert result.partials and set(result.partials) <= beam_partials(references[5][0], model[3])
     assert result.audio_seconds == pytest.approx(len(clips[5]) / RATE, abs=1e-3)
     assert result.rtf > 0 and result.latency_ms > 0
     assert len(result.batch_sizes) >= len(result.partials) + 1 and min(result.batch_sizes) >= 1  # a step each
@@ -548,7 +568,8 @@ def test_demo_refuses_unsupported_audio_and_bad_protocol(demo):
     from websockets.sync.client import connect
 
     with connect(f"ws://127.0.0.1:{demo.port}/ws") as ws:
-        assert json.loads(ws.recv(timeout=TIMEOUT))["type"] == "hello"
+        hello = json.loads(ws.recv(timeout=TIMEOUT))
+        assert hello["type"] == "hello" and hello["mode"] == "streaming" and hello["words"] is True
         ws.send(b"\x00\x00")  # audio before start
         assert json.loads(ws.recv(timeout=TIMEOUT))["code"] == "protocol"
         ws.send(json.dumps({"type": "start", "sample_rate": 8000, "encoding": "pcm_s16le"}))
@@ -564,7 +585,7 @@ def test_demo_refuses_unsupported_audio_and_bad_protocol(demo):
         timing = {"latency_ms": 0, "decode_ms": 0, "rtf": 0, "compute_seconds": 0}
         assert json.loads(ws.recv(timeout=TIMEOUT)) | timing == {
             "type": "final", "text": "", "greedy": "", "audio_seconds": 0.0, **timing, "decoder": "beam + LM",
-            "batch_size": 1}
+            "batch_size": 1, "words": []}
 
 
 def test_ds2_demo_client_command(demo, clips, references, tmp_path):
@@ -579,3 +600,112 @@ def test_ds2_demo_client_command(demo, clips, references, tmp_path):
     bad = subprocess.run([str(VENV_BIN / "ds2-demo-client"), "--server", "127.0.0.1:9", str(wav)],
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1 and "can't reach ds2-demo" in bad.stderr
+
+
+# ------------------------------------------------------------------------------------------- words in sessions
+
+STREAM_WORD_CONFIG = WordConfig(start_shift=-0.02, end_shift=0.015, posterior_weight=0.5, frame_weight=0.9,
+                                intercept=-0.2)
+
+
+@pytest.fixture(scope="module")
+def words_streaming(model, tmp_path_factory):
+    """The streaming bundle exported with a word config, served in this process (batches of up to 4 streams, run as
+    soon as a thread is free); yields (stub, the RunningServer, version folder)."""
+    from deepspeech2_serving.server import ServeConfig, start
+
+    _, bundle_dir, _, decoder = model
+    d = tmp_path_factory.mktemp("stream_words")
+    version = export_model(ExportConfig(str(bundle_dir), str(d / "export"), max_audio_seconds=4.0, decoder=decoder,
+                                        words=STREAM_WORD_CONFIG))
+    running = start(ServeConfig(str(version.parent), port=0, poll_seconds=0,
+                                batching=BatchingConfig(max_batch_size=4, batch_timeout_micros=0)))
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    yield prediction_service_pb2_grpc.PredictionServiceStub(channel), running, version
+    channel.close()
+    running.stop(5)
+
+
+def with_words(request, value=1):
+    request.inputs["words"].CopyFrom(tf.make_tensor_proto(value, dtype=tf.int32))
+    return request
+
+
+WORD_KEYS = ("word_texts", "word_starts", "word_ends", "word_confidences")
+
+
+def test_a_sessions_final_step_gives_the_words_of_the_offline_model(words_streaming, model, clips, references):
+    """Issue 39: a session opened with `words` = 1 gets, on its final step with `words` = 1, the words
+    `decode_words` gives for the whole utterance: exactly (1e-6) on the stream's own log-probs, and on the offline
+    model's within the streaming tolerance (the log-probs differ by up to 1e-4), whatever the chunking."""
+    stub, _, _ = words_streaming
+    bundle, _, _, lm = model
+    search = Decoder(dataclasses.replace(lm, num_workers=1), EN).search
+    clock = FrameClock.of(bundle.model_config, bundle.feature_config)
+    timed = 0
+    for i, size in ((0, 1600), (2, 4000), (5, 800), (3, 16000)):  # 16000: the opening step is the final one
+        pieces, session, streamed = chunks(clips[i], size), "", []
+        for k, piece in enumerate(pieces):
+            final = k == len(pieces) - 1
+            request = step_request(piece, final, session, k)
+            response = stub.Predict(with_words(request) if k == 0 or final else request, timeout=TIMEOUT)
+            session = text_of(response, "session_id")
+            streamed.append(tf.make_ndarray(response.outputs["log_probs"])[0, :int(
+                tf.make_ndarray(response.outputs["output_lengths"])[0])])
+            assert final or not set(WORD_KEYS) & set(response.outputs)  # words come with the final step only
+        served = {k: tf.make_ndarray(response.outputs[k])[0] for k in WORD_KEYS}
+        duration = len(clips[i]) / RATE
+        for log_probs, tolerance in ((np.concatenate(streamed), 1e-6), (references[i][0], 1e-4)):
+            text, expected = decode_words(search, log_probs, clock, STREAM_WORD_CONFIG, duration=duration)
+            assert text_of(response) == text == references[i][2]
+            assert [t.decode() for t in served["word_texts"]] == [w.word for w in expected]
+            for key, field in (("word_starts", "start"), ("word_ends", "end")):
+                np.testing.assert_allclose(served[key], [getattr(w, field) for w in expected], rtol=0, atol=1e-6)
+            np.testing.assert_allclose(served["word_confidences"], [w.confidence for w in expected], rtol=0,
+                                       atol=tolerance)
+        timed += len(expected)
+    assert timed >= 4  # the untrained model's noise reads as words: a real comparison
+
+
+def test_session_words_are_asked_for_when_the_session_opens(words_streaming, model, clips):
+    stub, running, version = words_streaming
+    sessions = running.predictor.sessions
+    pieces = chunks(clips[1], 4000)
+    before = sessions.bytes
+    response = stub.Predict(step_request(pieces[0], False, ""), timeout=TIMEOUT)
+    plain, plain_bytes = text_of(response, "session_id"), sessions.bytes - before
+    timed = text_of(stub.Predict(with_words(step_request(pieces[0], False, "")), timeout=TIMEOUT), "session_id")
+    # A session is charged its state, its search's beams and LM caches, and per output step a character and a word
+    # span for every beam; with words, two searches, and each step's log-probs and index.
+    state_bytes = 4 * json.loads((version / ASSETS_EXTRA / "export.json").read_text())["streaming"]["state_size"]
+    beam_bytes, beam = 256 * (3 * LM_DECODER["beam_size"] + 1), LM_DECODER["beam_size"]
+    steps = int(tf.make_ndarray(response.outputs["output_lengths"])[0])
+    assert plain_bytes == state_bytes + beam_bytes + steps * 40 * beam
+    assert sessions.bytes - before - plain_bytes == state_bytes + 2 * beam_bytes + steps * (2 * 40 * beam + 4 * 29 + 8)
+    code, error = code_of(stub.Predict, with_words(step_request(pieces[1], False, plain, 1)), timeout=TIMEOUT)
+    assert code == "FAILED_PRECONDITION" and "opened without `words`" in error.details(), code
+    for session in (plain, timed):  # the refused step was not taken: sequence 1 is still the next
+        for k, piece in enumerate(pieces[1:], start=1):
+            final = stub.Predict(step_request(piece, k == len(pieces) - 1, session, k), timeout=TIMEOUT)
+        assert not set(WORD_KEYS) & set(final.outputs)  # a final step without `words` gets none
+    assert sessions.bytes == before
+
+    # A retried final step gets the stored answer, its words included.
+    session = text_of(stub.Predict(with_words(step_request(pieces[0], False, "")), timeout=TIMEOUT), "session_id")
+    answer = stub.Predict(with_words(step_request(pieces[1], True, session, 1)), timeout=TIMEOUT)
+    assert set(WORD_KEYS) <= set(answer.outputs)
+    assert stub.Predict(with_words(step_request(pieces[1], True, session, 1)), timeout=TIMEOUT) == answer
+    for name, request, message in (
+            ("stateless", with_words(step_request(pieces[0], False, state=np.zeros((1, state_size(stub)),
+                                                                                   np.float32))), "need a session"),
+            ("bad value", with_words(step_request(pieces[0], False, ""), 3), "`words` must be one integer")):
+        code, error = code_of(stub.Predict, request, timeout=TIMEOUT)
+        assert code == "INVALID_ARGUMENT" and message in error.details() and "`words`" in error.details(), name
+
+    # Without an LM a stream's transcript is greedy: there is no search to time its words.
+    from deepspeech2_serving.streaming import StreamSession
+
+    session = StreamSession(Servable(version, "ds2", DecoderConfig(num_workers=1)))
+    with pytest.raises(RequestError) as e:
+        session.keep_words()
+    assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION and "no LM" in e.value.message
