@@ -50,7 +50,7 @@ DEMO_MODEL ?= examples/tiny/model.json
 DEMO_EPOCHS ?= 4
 DEMO_TRAIN_FLAGS ?=
 DEMO_SUFFIX :=
-DEMO_GRID := --alpha_from 0 --alpha_to 2 --num_alphas 9 --beta_from 0 --beta_to 4 --num_betas 9
+DEMO_GRID := --alpha_from 0 --alpha_to 1.5 --num_alphas 7 --beta_from 0 --beta_to 4 --num_betas 9
 DEMO_BEAM ?= 100
 else ifeq ($(DEMO_SIZE),small)
 TINY_HOURS ?= 0.05
@@ -175,6 +175,33 @@ demo-summary: $(DEMO_RESULTS)
 	$(STAGE) "[8/8] summary"
 	$(DEMO_REPORT)
 
+# Talk to the demo's model in the browser: `make live` (after make demo, with the same knobs) runs ds2-demo on
+# http://127.0.0.1:$(LIVE_PORT)/ until Ctrl-C, on the demo's export (stage 7's, the LM and the alpha/beta tuned on dev
+# recorded in it; exported the same way first if it is gone). The tiny model is bidirectional, so the page is push
+# to talk: the utterance is transcribed when the button is released (a streaming DEMO_MODEL streams). The demo's
+# model, LM and tuning are inputs here, not prerequisites (a stage of the demo made again would retrain it).
+# LIVE_FLAGS: more ds2-demo flags, e.g. LIVE_FLAGS="--host 0.0.0.0 --max_seconds 20".
+.PHONY: live
+LIVE_PORT ?= 8000
+LIVE_FLAGS ?=
+LIVE_RUN := $(or $(ZH_RUN),$(RUN))
+LIVE_RES := $(or $(ZH_RES),$(RES))
+LIVE_LM := $(or $(ZH_LM),$(LM))
+LIVE_EXPORT := $(LIVE_RUN)/export
+LIVE_TUNED = $$($(PY) -c "import json; print(json.load(open('$(LIVE_RES)/tune.json'))['$(1)'])")
+live: deps
+	@for f in $(LIVE_RUN)/model/model.keras $(LIVE_RES)/tune.json $(LIVE_LM).bin; do [ -e $$f ] || { \
+		echo "make live: $$f is missing; run make demo first (with the same knobs)" >&2; exit 1; }; done
+	@[ -n "$$(ls $(LIVE_EXPORT)/ds2 2>/dev/null)" ] || $(BIN)/ds2-export --model_dir $(LIVE_RUN)/model \
+		--export_dir $(LIVE_EXPORT) --lm $(LIVE_LM).bin --beam_size $(DEMO_BEAM) \
+		--alpha $(call LIVE_TUNED,best_alpha) --beta $(call LIVE_TUNED,best_beta)
+	$(BIN)/ds2-demo --model_dir $(LIVE_EXPORT)/ds2 --port $(LIVE_PORT) $(LIVE_FLAGS)
+
+# The last thing `make demo` says: the command that talks to its model (with the knobs it was given).
+demo:
+	@printf '\n==> talk to the model in your browser: %s\n    (ds2-demo on %s; then open http://127.0.0.1:%s/)\n' \
+		'make live$(subst ','\'',$(if $(MAKEOVERRIDES), $(MAKEOVERRIDES)))' '$(LIVE_EXPORT)/ds2' '$(LIVE_PORT)'
+
 # Speech from an engine the demo never trains on: festival voices read the dev and the test sentences
 # (festival is tools/apt-deps.sh's heldout set). Scored with the demo's model and tuned LM; the summary gains
 # heldout rows and a row per festival voice (results/demo.json: heldout.*, heldout_dev.*). Recipe changes are
@@ -211,6 +238,59 @@ $(TINY)/people.clean.jsonl: $(TINY)/vocab.txt
 	$(PY) examples/people/build.py --out $(TINY)/people --downloads $(DOWNLOADS)/people
 	$(BIN)/ds2-prepare validate $(TINY)/people/sentences.jsonl --vocab $< --model $(DEMO_MODEL) --write_clean $@
 $(PEOPLE_RESULTS): $(TINY)/people.clean.jsonl
+
+# Telephone audio (README "Telephone audio"): the demo's model scored with its tuned LM on dev and test as heard over a
+# phone (ds2-eval --channel g711: 8 kHz, 300-3400 Hz, G.711 mu-law) and wideband, then fine-tuned on phone audio (the
+# `telephone` augmentation on half the utterances, examples/tiny/telephone.flags, at most TEL_MINUTES of training)
+# and scored again: results in TEL_RES, the model in TEL_RUN. The demo's model, LM, alpha/beta and data are inputs
+# here, not prerequisites (a stage of the demo made again would retrain it): run `make demo` first, with the same
+# DATA, RUN and RES.
+#   make telephone                                                      after make demo
+#   make telephone DATA=data/x23 RUN=runs/e23 RES=results/e23           E23's model (docs/experiments.md)
+.PHONY: telephone
+TEL_RUN ?= runs/telephone
+TEL_RES ?= results/telephone
+TEL_MINUTES ?= 10
+TEL_FLAGS ?=
+TEL_INPUTS := $(RUN)/model/model.keras $(RES)/tune.json $(LM).bin $(TINY)/shards/train/index.json \
+	$(TINY)/shards/dev/index.json $(TINY)/noise/rir.jsonl $(TINY)/mean_std.npz
+TEL_CHECK = @for f in $(TEL_INPUTS); do [ -e $$f ] || { echo "make telephone: $$f is missing; run make demo first (with the same DATA, RUN and RES)" >&2; exit 1; }; done
+TEL_EVAL = $(BIN)/ds2-eval --manifest $(TINY)/$*.clean.jsonl --decoder beam --lm $(LM).bin --beam_size $(DEMO_BEAM) \
+	--alpha $$($(PY) -c "import json; print(json.load(open('$(RES)/tune.json'))['best_alpha'])") \
+	--beta $$($(PY) -c "import json; print(json.load(open('$(RES)/tune.json'))['best_beta'])") --group_by speaker,engine
+TEL_RESULTS := $(foreach s,dev test,$(foreach w,before after,$(foreach c,g711 wideband,$(TEL_RES)/$(s)_$(c)_$(w).json)))
+telephone: deps $(TEL_RESULTS)
+	$(STAGE) "telephone audio: WER and CER with the LM (alpha, beta from $(RES)/tune.json)"
+	@for f in $(TEL_RESULTS); do $(PY) -c "import json, sys; t = json.load(open(sys.argv[1]))['totals']; \
+		print('%-44s WER %6.2f%%  CER %6.2f%%' % (sys.argv[1], 100 * t['wer'], 100 * t['cer']))" $$f; done
+
+$(TEL_RES)/%_g711_before.json:
+	$(TEL_CHECK)
+	$(STAGE) "$* over the phone, the demo's model"
+	$(TEL_EVAL) --model_dir $(RUN)/model --channel g711 --report $@
+$(TEL_RES)/%_wideband_before.json:
+	$(TEL_CHECK)
+	$(TEL_EVAL) --model_dir $(RUN)/model --report $@
+
+$(TINY)/telephone.json: examples/tiny/telephone.json
+	sed 's#data/tiny/noise/#$(TINY)/noise/#g' $< > $@.tmp && mv $@.tmp $@
+
+# Resumes where it stopped, as the demo's training does; the stamp records that it finished.
+# The architecture is the one the demo's model was trained with (its bundle's model_config.json), whatever DEMO_MODEL says now.
+$(TEL_RUN)/.trained: examples/tiny/telephone.flags $(TINY)/telephone.json
+	$(TEL_CHECK)
+	$(STAGE) "fine-tune $(RUN)/model on phone audio (at most $(TEL_MINUTES) min)"
+	$(BIN)/ds2-train --flagfile=examples/tiny/telephone.flags --workdir=$(TEL_RUN) --init_model_path=$(RUN)/model \
+		--train_shards=$(TINY)/shards/train --dev_shards=$(TINY)/shards/dev --vocab=$(TINY)/vocab.txt \
+		--mean_std=$(TINY)/mean_std.npz --augmentation=$(TINY)/telephone.json --model=$(RUN)/model/model_config.json \
+		--max_train_minutes=$(TEL_MINUTES) $(TEL_FLAGS)
+	touch $@
+
+$(TEL_RES)/%_g711_after.json: $(TEL_RUN)/.trained
+	$(STAGE) "$* over the phone, fine-tuned"
+	$(TEL_EVAL) --model_dir $(TEL_RUN)/model --channel g711 --report $@
+$(TEL_RES)/%_wideband_after.json: $(TEL_RUN)/.trained
+	$(TEL_EVAL) --model_dir $(TEL_RUN)/model --report $@
 
 # KenLM's lmplz too, as make demo builds it: without it the LM-building tests would skip.
 test: deps kenlm
