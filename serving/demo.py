@@ -81,7 +81,6 @@ import logging
 import mimetypes
 import os
 import shutil
-import signal
 import tempfile
 import threading
 import time
@@ -97,7 +96,7 @@ from deepspeech2.fileio import atomic_write
 from deepspeech2_export import LOG_PROBS, OUTPUT_LENGTHS, TRANSCRIPTS
 from deepspeech2_serving.batching import BatchingConfig
 from deepspeech2_serving.servable import RequestError, Servable
-from deepspeech2_serving.server import Predictor, latest_version
+from deepspeech2_serving.server import Predictor, latest_version, stop_signals
 from deepspeech2_serving.streaming import StreamSession
 
 logger = logging.getLogger(__name__)
@@ -610,9 +609,7 @@ def start(config: DemoConfig) -> RunningDemo:
 
 def serve(config: DemoConfig) -> None:
     """Serve until SIGTERM or SIGINT."""
-    stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with stop_signals() as wait_for_stop:
         running = start(config)
         s = running.servable
         how = ("streaming: partial transcripts as you speak" if running.mode == STREAMING else
@@ -621,12 +618,9 @@ def serve(config: DemoConfig) -> None:
         print(f"ds2-demo: model {s.name!r} version {s.version} ({s.path}), {how}; final transcripts: "
               f"{running._server.decoder_name}{words}, at most {running._server.max_seconds:g} s; open {running.url} "
               f"(pid {os.getpid()})", flush=True)
-        stop.wait()
+        wait_for_stop()
         print("ds2-demo: stopping", flush=True)
         running.stop()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 

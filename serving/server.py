@@ -51,6 +51,7 @@ forward pass it rode in), `ds2-queue-ms` and `ds2-run-ms`; serving/loadtest.py r
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -570,15 +571,34 @@ def start(config: ServeConfig) -> RunningServer:
     return RunningServer(port=port, server=server, manager=manager, predictor=predictor)
 
 
+@contextlib.contextmanager
+def stop_signals():
+    """Within the block, SIGTERM and SIGINT only mark a stop; `wait()` (the yielded function) returns once one came.
+
+    The handler just appends to a list: a handler that set a `threading.Event` would run in the main thread while it
+    waits on that same Event and deadlock on the Event's lock (a `make live` stopped with SIGTERM hung that way).
+    """
+    stops: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, _: stops.append(signum)) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def wait() -> None:
+        while not stops:
+            time.sleep(0.1)
+
+    try:
+        yield wait
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def serve(config: ServeConfig) -> None:
     """Serve until SIGTERM or SIGINT, then finish the requests in flight and return.
 
     Raises:
         FileNotFoundError, ValueError: as `start`.
     """
-    stop = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
+    with stop_signals() as wait_for_stop:
         running = start(config)
         servable = running.manager.servable
         batching = "off" if config.batching is None else (
@@ -589,15 +609,12 @@ def serve(config: ServeConfig) -> None:
               f"{config.host}:{running.port} (batching {batching}{tls}); pid {os.getpid()}", flush=True)
         running.manager.on_load = lambda s: print(f"ds2-serve: now serving version {s.version} ({s.path})",
                                                   flush=True)
-        stop.wait()
+        wait_for_stop()
         print(f"ds2-serve: stopping; finishing the requests in flight (up to {config.grace_seconds:g} s)", flush=True)
         running.stop(config.grace_seconds)
         sizes = running.batch_sizes
         if sizes:
             print("ds2-serve: batch sizes " + ", ".join(f"{k}: {v}" for k, v in sorted(sizes.items())), flush=True)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 __all__ = ["DEFAULT_PORT", "MAX_MESSAGE_BYTES", "ModelManager", "ModelServicer", "PredictionServicer", "Predictor",

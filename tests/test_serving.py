@@ -691,3 +691,21 @@ def test_push_to_talk_words_are_the_final_transcripts(words_server, clips, hello
     with pytest.raises(RequestError) as e:
         Servable(version, "ds2", DecoderConfig(num_workers=1)).final_words(log_probs, len(clips[2]))
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION and "no LM" in e.value.message
+
+
+def test_a_burst_of_stop_signals_ends_the_wait():
+    """ds2-serve and ds2-demo wait in the main thread for SIGTERM/SIGINT (`server.stop_signals`). Their handlers used to
+    set a threading.Event the main thread was waiting on; a signal arriving inside that wait deadlocked on the Event's
+    lock (a SIGTERMed `make live` hung; the race is too narrow to reproduce on demand). Here 200 SIGTERM/SIGINT in a
+    burst: the wait returns, the handlers only record, the process ends normally."""
+    script = ("import os, signal, threading\n"
+              "from deepspeech2_serving.server import stop_signals\n"
+              "with stop_signals() as wait:\n"
+              "    def burst():\n"
+              "        for k in range(200):\n"
+              "            os.kill(os.getpid(), signal.SIGTERM if k % 2 else signal.SIGINT)\n"
+              "    threading.Timer(0.2, burst).start()\n"
+              "    wait()\n"
+              "print('stopped')\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "stopped", out.stderr[-2000:]
