@@ -28,7 +28,6 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
-from deepspeech2.decode.beam import BeamStream
 from deepspeech2.decode.greedy import GreedyStream
 from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE
 from deepspeech2_serving.servable import RequestError, Servable
@@ -114,7 +113,7 @@ class StreamSession:
         if self.steps:
             raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"stream {self.id!r} has taken {self.steps} "
                                "step(s): keep its words from its first step on")
-        self._beam = BeamStream(self.servable.lm_decoder.search, words=True)
+        self._beam = self.servable.lm_decoder.search.stream(words=True)
 
     @property
     def greedy(self) -> str:

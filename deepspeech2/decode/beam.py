@@ -387,9 +387,10 @@ class BeamSearch:
         return PrefixSearch(self.ctc, self.config.beam_size, self.config.beam_prune_logp, SKIP_LOGP, prune_history,
                             hotwords if hotwords is not None else self.hotwords)
 
-    def stream(self, hotwords: Hotwords | None = None) -> "BeamStream":
-        """A new utterance to decode chunk by chunk (a streaming session's), with `hotwords` (None: the config's)."""
-        return BeamStream(self, hotwords)
+    def stream(self, hotwords: Hotwords | None = None, words: bool = False) -> "BeamStream":
+        """A new utterance to decode chunk by chunk (a streaming session's), with `hotwords` (None: the config's),
+        keeping what its words need when `words` (`BeamStream`)."""
+        return BeamStream(self, hotwords, words)
 
     def __call__(self, log_probs: np.ndarray) -> str:
         return self.decode_candidates(candidate_log_probs(log_probs, self.config))
@@ -409,14 +410,9 @@ class BeamSearch:
     def nbest(self, log_probs: np.ndarray, n: int, hotwords: Hotwords | None = None) -> list[tuple[str, float]]:
         """The `n` best hypotheses of one utterance `(time, vocab_size)`, best first, with their DS2 eq. 12
         scores (fewer when the beam holds fewer; with `hotwords` (None: the config's), their bonus included)."""
-        candidates, frame_ids, _ = candidate_frames(log_probs, self.config)
-        if candidates.shape[0] == 0:
-            return [("", 0.0)]
         # As pyctcdecode's decode_beams: keep the beams' diversity.
-        search = self.start(prune_history=False, hotwords=hotwords)
-        search.advance(candidates, frame_ids)
-        # A beam is (text, lm_state, word_frames, logit_score, combined_score), best first.
-        return [(self.text(b[0]), float(b[4])) for b in search.finish()[:n]]
+        hyps = self.hypotheses(log_probs, prune_history=False, hotwords=hotwords)[:n]
+        return [(h.text, h.score) for h in hyps] or [("", 0.0)]
 
     def hypotheses(self, log_probs: np.ndarray, prune_history: bool = True, hotwords: Hotwords | None = None) -> list:
         """Every hypothesis the beam holds at the end of one utterance `(time, vocab_size)`, best first, as

@@ -280,11 +280,9 @@ def decode_words(search, log_probs: np.ndarray, clock: FrameClock, config: WordC
     Returns:
         `(transcript, words)`: the transcript is `search(log_probs)`'s.
     """
-    best = search.hypotheses(log_probs, hotwords=hotwords)
-    if not best:
-        return "", []
-    hyps = search.hypotheses(log_probs, prune_history=False, hotwords=hotwords)
-    return best[0].text, words(best[0], hyps, log_probs, clock, config, duration)
+    stream = search.stream(hotwords, words=True)  # the same two searches a stream runs, fed the whole utterance
+    stream.update(log_probs)
+    return stream.finish_words(clock, config, duration)
 
 
 # ------------------------------------------------------------------------------------------ calibration and scores
