@@ -8,6 +8,11 @@ import pytest
 # CPU only and quiet TF logs for every test process (and the subprocesses they start).
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The tests run make as a user's shell does. Under `make test-slow` they inherit the outer make's MAKELEVEL and
+# MAKEFLAGS, and a make they start would then be a sub-make: it prints "Entering directory" lines around its output
+# (and would try to share a jobserver whose pipe it does not have).
+for name in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS"):
+    os.environ.pop(name, None)
 
 
 HELLO_WORLD_ARPA = """\\data\\
