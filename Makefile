@@ -293,9 +293,13 @@ $(TEL_RES)/%_wideband_after.json: $(TEL_RUN)/.trained
 	$(TEL_EVAL) --model_dir $(TEL_RUN)/model --report $@
 
 # KenLM's lmplz too, as make demo builds it: without it the LM-building tests would skip.
+# TEST_WORKERS pytest processes share the files (pytest-xdist, a file's tests in one process so its module
+# fixtures are built once): most tests keep one core busy, so 2 workers halve the time on 2 cores.
+# TEST_WORKERS=0 runs them in this process (for -s, --pdb).
+TEST_WORKERS ?= 2
 test: deps kenlm
 	@tools/apt-deps.sh heldout lmtext voices
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The slow tests: the README's first run, make demo DEMO_SIZE=small (and LANG=zh, and demo-heldout: festival),
 # the Aishell recipe, and the ds2-demo page in headless Chromium (the browser set of apt packages).
