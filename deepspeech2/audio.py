@@ -125,11 +125,27 @@ def shifted_rate(sample_rate: int, factor: float, step: int = SHIFT_STEP_HZ) -> 
     return round(sample_rate * factor / step) * step
 
 
+PCM_SCALE = 32768.0  # float samples = int16 / 2^15, as soundfile and tf.audio.decode_wav read 16-bit audio
+
+
+def to_pcm16(wav) -> np.ndarray:
+    """Float samples as int16: times 2^15, rounded, clipped to [-32768, 32767]. `from_pcm16` undoes it exactly for
+    samples that came from int16, so audio read from a 16-bit file and written back is unchanged."""
+    return np.clip(np.round(np.asarray(wav, np.float32) * PCM_SCALE), -PCM_SCALE, PCM_SCALE - 1).astype(np.int16)
+
+
+def from_pcm16(pcm) -> np.ndarray:
+    """int16 samples (an array, or little-endian bytes) as float32 in [-1, 1)."""
+    if isinstance(pcm, (bytes, bytearray, memoryview)):
+        pcm = np.frombuffer(pcm, "<i2")
+    return np.asarray(pcm).astype(np.float32) / PCM_SCALE
+
+
 def save_wav(path: str | os.PathLike, wav: np.ndarray, sample_rate: int = SAMPLE_RATE) -> None:
-    """Write mono 16-bit PCM WAV atomically. Float input is clipped to [-1, 1]."""
+    """Write mono 16-bit PCM WAV atomically. Float input goes through `to_pcm16` (clipped to int16's range)."""
     wav = np.asarray(wav)
     if wav.dtype != np.int16:
-        wav = (np.clip(wav, -1.0, 1.0) * 32767.0).round().astype(np.int16)
+        wav = to_pcm16(wav)
     with atomic_path(path) as tmp:
         sf.write(str(tmp), wav, sample_rate, subtype="PCM_16", format="WAV")
 

@@ -91,6 +91,7 @@ from pathlib import Path
 
 import numpy as np
 
+from deepspeech2.audio import from_pcm16
 from deepspeech2.decode import DecoderConfig
 from deepspeech2.fileio import atomic_write
 from deepspeech2_export import LOG_PROBS, OUTPUT_LENGTHS, TRANSCRIPTS
@@ -361,7 +362,7 @@ class DemoServer:
                         await self._send(ws, type="error", code="unsupported_audio", message=f"an audio message of "
                                          f"{len(message)} bytes: {ENCODING} needs an even number")
                         continue
-                    audio = np.frombuffer(message, "<i2").astype(np.float32) / 32768.0
+                    audio = from_pcm16(message)
                     if utterance.samples + len(audio) > self.max_seconds * self.servable.sample_rate:
                         await self._send(ws, type="error", code="too_long", message=f"the utterance is over the "
                                          f"{self.max_seconds:g} s this demo takes; it was dropped")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deepspeech2.audio import load_audio
+from deepspeech2.audio import load_audio, to_pcm16
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,7 @@ def stream_file(config: DemoClientConfig, on_partial: Callable[[str], None] | No
                 raise DemoError(hello.get("code", ""), hello.get("message", ""))
             rate = int(hello["sample_rate"])
             audio = load_audio(config.file, sample_rate=rate)
-            # At 2^15, the scale a 16-bit file is read at (as data/shards.py writes PCM): such a file reaches the
-            # server sample for sample.
-            pcm = (np.clip(audio, -1.0, 32767 / 32768) * 32768.0).round().astype("<i2")
+            pcm = to_pcm16(audio).astype("<i2")  # a 16-bit file reaches the server sample for sample
             ws.send(json.dumps({"type": "start", "sample_rate": rate, "encoding": "pcm_s16le", "source": "file"}))
             step = max(1, int(round(rate * config.chunk_ms / 1000)))
             start = time.monotonic()

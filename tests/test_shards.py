@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from deepspeech2.audio import save_wav
+from deepspeech2.audio import from_pcm16, load_audio, save_wav, to_pcm16
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.data.shards import ShardConfig, load_index, make_shards, read_shards, shard_paths
 from deepspeech2.model import ModelConfig
@@ -36,6 +36,22 @@ def test_roundtrip_is_bit_exact(tmp_path):
         assert r["text"].numpy().decode() == u.text
         assert int(r["num_samples"]) == len(pcm) and int(r["sample_rate"]) == sr == 16000
         assert abs(float(r["duration"]) - len(pcm) / sr) < 1e-6
+
+
+def test_one_int16_scale_everywhere(tmp_path):
+    """Float <-> int16 at 2^15 (soundfile's reading): a 16-bit file read and written back, by save_wav or into a
+    shard, is the same samples; floats beyond int16's range clip."""
+    pcm = np.array([-32768, -32767, -1, 0, 1, 16384, 32766, 32767], np.int16)
+    sf.write(tmp_path / "a.wav", pcm, 16000, subtype="PCM_16")
+    wav = load_audio(tmp_path / "a.wav")
+    np.testing.assert_array_equal(wav, pcm / 32768.0)
+    np.testing.assert_array_equal(from_pcm16(pcm), wav)
+    np.testing.assert_array_equal(from_pcm16(pcm.astype("<i2").tobytes()), wav)
+    np.testing.assert_array_equal(to_pcm16(wav), pcm)
+    save_wav(tmp_path / "b.wav", wav)
+    np.testing.assert_array_equal(sf.read(tmp_path / "b.wav", dtype="int16")[0], pcm)
+    np.testing.assert_array_equal(to_pcm16([-1.5, -1.0, 1.0, 2.0, np.float32(0.4999 / 32768)]),
+                                  [-32768, -32768, 32767, 32767, 0])
 
 
 def test_offsets_resampling_and_bad_utterances(tmp_path):

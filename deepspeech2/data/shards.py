@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from deepspeech2.audio import MAX_DURATION, SAMPLE_RATE
+from deepspeech2.audio import MAX_DURATION, PCM_SCALE, SAMPLE_RATE, to_pcm16
 from deepspeech2.data.manifest import TooLongError, Utterance, load_utterance, open_manifest, parse_line
 from deepspeech2.data.validate import model_name
 from deepspeech2.features import FeatureConfig
@@ -116,7 +116,7 @@ def parse_example(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
     pcm = tf.io.decode_raw(ex["audio"], tf.int16, little_endian=True)
     return {
         "pcm": pcm,
-        "audio": tf.cast(pcm, tf.float32) / 32768.0,
+        "audio": tf.cast(pcm, tf.float32) / PCM_SCALE,
         "num_samples": tf.cast(ex["num_samples"], tf.int32),
         "sample_rate": tf.cast(ex["sample_rate"], tf.int32),
         "duration": ex["duration"],
@@ -161,7 +161,7 @@ def _load(u: Utterance, vocab: Vocabulary, config: ShardConfig):
         if steps < need:  # `ctc_feasible`, spelled out for the message
             raise _Infeasible(f"CTC-infeasible: model {model_name(config.model)} has {steps} output steps for "
                              f"{len(wav) / config.sample_rate:.3f}s of audio but the labels need {need}")
-    pcm = (np.clip(wav, -1.0, 32767 / 32768) * 32768.0).round().astype(np.int16)
+    pcm = to_pcm16(wav)
     return (encode_example(pcm, config.sample_rate, u.text, labels, _utt_id(u), u.speaker),
             len(pcm) / config.sample_rate, len(pcm), need)
 

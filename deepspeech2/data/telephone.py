@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import scipy.signal
 
-from deepspeech2.audio import SAMPLE_RATE, mulaw_decode, mulaw_encode, resample, save_wav
+from deepspeech2.audio import SAMPLE_RATE, from_pcm16, mulaw_decode, mulaw_encode, resample, save_wav, to_pcm16
 from deepspeech2.data.manifest import Utterance, load_utterance, replace
 from deepspeech2.progress import progress_bar
 
@@ -31,7 +31,6 @@ BAND_HZ = (300.0, 3400.0)  # the telephone band (ITU-T G.712's passband)
 # Above 4 kHz the resampler's anti-alias filter takes over.
 BANDPASS_ORDER = 4
 _BANDPASS = scipy.signal.butter(BANDPASS_ORDER, BAND_HZ, btype="bandpass", fs=TELEPHONE_RATE, output="sos")
-PCM_SCALE = 32768.0  # float [-1, 1) <-> int16, as soundfile reads 16-bit audio
 
 
 def telephone(wav: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
@@ -60,8 +59,7 @@ def telephone(wav: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     # sosfiltfilt extends the signal at both ends (odd reflection) to start without a transient; a very short
     # input can't lend it its full length.
     narrow = scipy.signal.sosfiltfilt(_BANDPASS, narrow, padlen=min(3 * (2 * len(_BANDPASS) + 1), narrow.size - 1))
-    pcm = np.clip(np.round(narrow * PCM_SCALE), -PCM_SCALE, PCM_SCALE - 1).astype(np.int16)
-    heard = mulaw_decode(mulaw_encode(pcm)).astype(np.float32) / PCM_SCALE
+    heard = from_pcm16(mulaw_decode(mulaw_encode(to_pcm16(narrow))))
     out = resample(heard, TELEPHONE_RATE, sample_rate)[:wav.size]
     return np.pad(out, (0, wav.size - out.size)).astype(np.float32)
 

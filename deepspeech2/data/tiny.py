@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deepspeech2.audio import SAMPLE_RATE, audio_info, resample, save_wav, shifted_rate
+from deepspeech2.audio import SAMPLE_RATE, audio_info, from_pcm16, resample, save_wav, shifted_rate
 from deepspeech2.data import neural, voicebanks
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.fileio import atomic_write, write_json
@@ -718,7 +718,7 @@ def _read_wav_bytes(data: bytes) -> tuple[np.ndarray, int]:
             pcm = pcm[:len(pcm) // 2 * 2]
             if sr is None:
                 raise ValueError("WAV stream has no fmt chunk before its data")
-            return np.frombuffer(pcm, dtype="<i2").astype(np.float32) / 32768.0, sr
+            return from_pcm16(pcm), sr
         pos += 8 + size + (size & 1)
     raise ValueError("WAV stream has no data chunk")
 

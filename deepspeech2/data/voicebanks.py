@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deepspeech2.audio import audio_info, load_audio, shifted_rate
+from deepspeech2.audio import audio_info, from_pcm16, load_audio, shifted_rate
 
 ENGINES = ("mbrola", "rhvoice", "pico")
 # (engine, voice, gender): every English voice the three packages ship, less RHVoice's `slt` (see above).
@@ -229,8 +229,7 @@ class _RHVoice:
         if not ok or not chunks or len(set(rates)) != 1:
             raise RuntimeError(f"RHVoice ({voice}) failed on {text[:80]!r}: spoke {ok}, {len(chunks)} blocks of "
                                f"audio at sample rates {rates}")
-        # int16 / 32768: what reading RHVoice-test's 16-bit WAV as float32 gives.
-        return np.concatenate(chunks).astype(np.float32) / 32768, rates[0]
+        return from_pcm16(np.concatenate(chunks)), rates[0]  # what reading RHVoice-test's 16-bit WAV gives
 
 
 _RHVOICE = _RHVoice()

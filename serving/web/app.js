@@ -235,6 +235,12 @@ function recorded(buffer) {
   }
 }
 
+// Float samples as int16 the way the server reads them back (int16 / 32768, deepspeech2/audio.py): a 16-bit
+// file decoded by the browser reaches the server sample for sample.
+function toPcm16(sample) {
+  return Math.max(-32768, Math.min(32767, Math.round(sample * 32768)));
+}
+
 function send(message) {
   if (ws && ws.readyState === WebSocket.OPEN) ws.send(message);
 }
@@ -377,8 +383,7 @@ async function transcribeFile(file) {
     const part = samples.subarray(i, i + step);
     const pcm = new Int16Array(part.length);
     for (let k = 0; k < part.length; k++) {
-      const s = Math.max(-1, Math.min(1, part[k]));
-      pcm[k] = s < 0 ? Math.round(s * 32768) : Math.round(s * 32767);
+      pcm[k] = toPcm16(part[k]);
     }
     send(pcm.buffer);
   }

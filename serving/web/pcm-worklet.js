@@ -63,8 +63,7 @@ class PcmDownsampler extends AudioWorkletProcessor {
   }
 
   emit(sample) {
-    const s = Math.max(-1, Math.min(1, sample));
-    this.chunk[this.filled++] = s < 0 ? Math.round(s * 32768) : Math.round(s * 32767);
+    this.chunk[this.filled++] = Math.max(-32768, Math.min(32767, Math.round(sample * 32768))); // as app.js's toPcm16
     if (this.filled === this.chunk.length) this.post();
   }
 
