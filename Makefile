@@ -32,7 +32,8 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 # Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
 # are flite voices), TINY_NEURAL_SHARE (share of them that are neural voices: hibari's woman and Piper's joe,
 # spread into many speakers; docs/experiments.md E21), TINY_VOICEBANK_SHARE (share of them that are voice banks of
-# real people: MBROLA, RHVoice and Pico from Debian contrib/non-free; E23), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
+# real people: MBROLA, RHVoice and Pico from Debian contrib/non-free; E23), TINY_CHANNEL_SHARE (share of the training
+# utterances heard through a recording channel: MP3, band limits; E25), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
 # (the share of the extra flite voices given a woman's formants and pitch together), DEMO_MODEL (a
 # preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes; read from its model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
@@ -41,6 +42,7 @@ TINY_FLITE_FORMANTS ?= false
 TINY_FLITE_FEMALE ?= 0
 TINY_NEURAL_SHARE ?= 0.25
 TINY_VOICEBANK_SHARE ?= 0.25
+TINY_CHANNEL_SHARE ?= 0
 ifeq ($(DEMO_SIZE),full)
 # More audio and voices for fewer epochs: the same steps as 12 epochs of 1.5 h, and 2-3 points less CER
 # with the LM on dev and on festival's voices (docs/experiments.md, E13 and E14).
@@ -91,7 +93,8 @@ $(TINY)/train.jsonl: | deps
 	$(if $(filter-out 0 0.0,$(TINY_VOICEBANK_SHARE)),@tools/apt-deps.sh voices)
 	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS) \
 		--flite_share $(TINY_FLITE_SHARE) --flite_formants=$(TINY_FLITE_FORMANTS) --flite_female $(TINY_FLITE_FEMALE) \
-		--neural_share $(TINY_NEURAL_SHARE) --voicebank_share $(TINY_VOICEBANK_SHARE)
+		--neural_share $(TINY_NEURAL_SHARE) --voicebank_share $(TINY_VOICEBANK_SHARE) \
+		--channel_share $(TINY_CHANNEL_SHARE)
 
 $(TINY)/vocab.txt: $(TINY)/train.jsonl
 	$(STAGE) "[2/8] vocabulary, validation, shards, noise and statistics"
@@ -310,6 +313,20 @@ test-slow: deps kenlm
 bench: deps
 	$(PY) bench/shards.py
 	$(PY) bench/pipeline.py
+
+# PaddleSpeech's DS2 on the same workload, for `bench/train.py --paddle` (bench/paddle_ds2.py): PaddlePaddle's CPU
+# wheel from PyPI in a venv of its own (apart from TensorFlow's), with the lock file's numpy. Not PaddleSpeech itself:
+# bench/paddle_ds2.py rebuilds its model from paddle alone.
+PADDLE_VENV := .venv-paddle
+PADDLE_VERSION ?= 3.3.1
+.PHONY: bench-paddle-venv
+bench-paddle-venv: $(PADDLE_VENV)/.installed
+$(PADDLE_VENV)/.installed: requirements.lock
+	@[ -x $(PADDLE_VENV)/bin/python ] || $(PYTHON) -m venv $(PADDLE_VENV)
+	$(PADDLE_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PADDLE_VENV)/bin/python -m pip install -q "paddlepaddle==$(PADDLE_VERSION)" \
+		"numpy==$$(grep '^numpy==' requirements.lock | cut -d= -f3)"
+	@touch $@
 
 # lmplz and build_binary from the kenlm sdist, into .venv/bin (the decoding stage needs them).
 KENLM_BUILD := .kenlm-build

@@ -63,6 +63,8 @@ flags.DEFINE_float("neural_share", 0.0, "tiny: this fraction of the training voi
 flags.DEFINE_float("voicebank_share", 0.0, "tiny: this fraction of the training voices are voice banks of real people "
                    "(MBROLA, RHVoice and Pico's English voices from Debian contrib/non-free: tools/apt-deps.sh voices), "
                    "each spread into many speakers; dev and test have none.")
+flags.DEFINE_float("channel_share", 0.0, "tiny: this fraction of the training utterances are heard through a recording "
+                   "channel (MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean.")
 flags.DEFINE_integer("common_chars", 0, "tiny --language zh: only sentences made of fortunes-zh's N most "
                      "frequent characters (0: all).")
 flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
@@ -143,6 +145,7 @@ def _prepare(command: str, args: list[str]) -> int:
                                                   flite_share=FLAGS.flite_share, flite_formants=FLAGS.flite_formants,
                                                   flite_female=FLAGS.flite_female, neural_share=FLAGS.neural_share,
                                                   voicebank_share=FLAGS.voicebank_share,
+                                                  channel_share=FLAGS.channel_share,
                                                   common_chars=FLAGS.common_chars))
     elif command == "poetry":
         from deepspeech2.data.poetry import PoetryTextConfig, prepare_poetry_text

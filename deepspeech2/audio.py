@@ -6,6 +6,7 @@ Inside tf.data and exported graphs we use `tf.audio.decode_wav` or int16 PCM fro
 
 from __future__ import annotations
 
+import io
 import os
 from fractions import Fraction
 from pathlib import Path
@@ -203,3 +204,41 @@ def mulaw_decode(codes: np.ndarray) -> np.ndarray:
     segment, step = (inverted >> 4) & 0x7, inverted & 0xF
     magnitude = (((step << 3) + 4 * MULAW_BIAS) << segment) - 4 * MULAW_BIAS
     return np.where(codes < 0x80, -magnitude, magnitude).astype(np.int16)
+
+
+# MPEG-2 Layer III (what libsndfile writes at 16-24 kHz) in constant bit rate: libsndfile's compression level
+# for each rate, measured at 16 kHz mono (its levels pick LAME's rate steps).
+MP3_KBPS_LEVELS = {64: 0.62, 56: 0.68, 48: 0.73, 40: 0.78, 32: 0.84, 24: 0.88, 16: 0.93}
+MP3_MAX_DELAY = 4096  # samples: the encoder and decoder delays together are about 1.1k at 16 kHz, <= 32 kbit/s
+
+
+def mp3_roundtrip(wav: np.ndarray, sample_rate: int, kbps: int) -> np.ndarray:
+    """`wav` through an MP3 encoder at `kbps` (constant bit rate) and back: the codec's loss, none of its delay.
+
+    The decoded audio is aligned to the input (the lag of the largest cross-correlation within MP3_MAX_DELAY)
+    and cut or zero-padded to its length.
+
+    Raises:
+        ValueError: `kbps` is not one of MP3_KBPS_LEVELS.
+    """
+    if kbps not in MP3_KBPS_LEVELS:
+        raise ValueError(f"`kbps` must be one of {sorted(MP3_KBPS_LEVELS)} (MPEG-2 Layer III rates), got {kbps!r}")
+    wav = np.asarray(wav, np.float32)
+    if wav.size == 0:
+        return wav
+    buffer = io.BytesIO()
+    sf.write(buffer, np.clip(wav, -1.0, 1.0), sample_rate, format="MP3", subtype="MPEG_LAYER_III",
+             compression_level=MP3_KBPS_LEVELS[kbps], bitrate_mode="CONSTANT")
+    buffer.seek(0)
+    decoded, _ = sf.read(buffer, dtype="float32")
+    decoded = decoded if decoded.ndim == 1 else decoded.mean(axis=1)
+    n = min(wav.size, decoded.size)
+    lags = min(MP3_MAX_DELAY, decoded.size - n) + 1
+    if lags > 1:  # correlation of the input's start with the output at each lag, by FFT
+        size = 1 << (n + lags - 1).bit_length()
+        spectrum = np.fft.rfft(decoded[:n + lags - 1], size) * np.conj(np.fft.rfft(wav[:n], size))
+        lag = int(np.argmax(np.fft.irfft(spectrum, size)[:lags]))
+        decoded = decoded[lag:]
+    out = decoded[:wav.size]
+    return np.pad(out, (0, wav.size - out.size)).astype(np.float32)
+

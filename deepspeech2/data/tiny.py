@@ -56,6 +56,7 @@ import numpy as np
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info, from_pcm16, resample, save_wav, shifted_rate
 from deepspeech2.data import neural, voicebanks
+from deepspeech2.data.channel import Channel, apply_channel, draw_channel
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.fileio import atomic_write, write_json
 from deepspeech2.progress import progress_bar
@@ -181,6 +182,8 @@ class TinyCorpusConfig:
     voicebank_share: float = 0.0  # en: this fraction of the training speakers are voice banks of real people
     # (deepspeech2/data/voicebanks.py: MBROLA, RHVoice, Pico; VOICES in turn, each its own rate, pitch, vocal
     # tract and gender); 0: none
+    channel_share: float = 0.0  # this fraction of the training utterances are heard through a recording channel
+    # (deepspeech2/data/channel.py: MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
     progress: bool = True  # show a progress bar per split
 
@@ -208,6 +211,9 @@ class TinyCorpusConfig:
             if getattr(self, name) and self.language != "en":
                 raise ValueError(f"`{name}` ({getattr(self, name)}) is for English (`language`='en'), got "
                                  f"`language`={self.language!r}")
+        if isinstance(self.channel_share, bool) or not isinstance(self.channel_share, (int, float)) \
+                or not 0 <= self.channel_share <= 1:
+            raise ValueError(f"`channel_share` must be in [0, 1], got {self.channel_share!r}")
         if not 0 <= self.flite_female <= 1:
             raise ValueError(f"`flite_female` must be in [0, 1], got {self.flite_female!r}")
         if not 1 <= self.min_words <= self.max_words:
@@ -259,14 +265,18 @@ class _Job:
     peak_dbfs: float
     lead: float  # seconds of silence before the speech
     trail: float  # and after
+    channel: Channel | None = None  # the recording channel it is heard through (None: clean)
 
     def key(self) -> str:
         speaker = dataclasses.asdict(self.speaker)
         for field, default in (("formant", 1.0), ("intonation", 1.0), ("breath", 0.0)):
             if speaker[field] == default:  # fields that came later: voices without them keep their files
                 del speaker[field]
-        payload = json.dumps([SYNTH_VERSION, self.text, speaker, self.rate, self.pitch,
-                              self.amplitude, self.peak_dbfs, self.lead, self.trail], ensure_ascii=False)
+        fields = [SYNTH_VERSION, self.text, speaker, self.rate, self.pitch, self.amplitude, self.peak_dbfs, self.lead,
+                  self.trail]
+        if self.channel is not None:  # clean utterances keep their files
+            fields.append(self.channel.to_dict())
+        payload = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha1(payload.encode("utf-8")).hexdigest()[:10]
 
     def path(self, out_dir: Path) -> Path:
@@ -689,10 +699,16 @@ def _voicebank_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.G
 # -------------------------------------------------------------------------------------------- synthesis
 
 
-def _make_job(split: str, index: int, text: str, speaker: Speaker, seed: int) -> _Job:
-    # One generator per (seed, split, index): a job never depends on which jobs ran before it.
+def _make_job(split: str, index: int, text: str, speaker: Speaker, seed: int, channel_share: float = 0.0) -> _Job:
+    # One generator per (seed, split, index): a job never depends on which jobs ran before it. The channel has
+    # generators of its own, so a share of 0 leaves every other draw as it was.
     rng = np.random.default_rng([seed, 2, SPLITS.index(split), index])
-    return _Job(split=split, index=index, text=text, speaker=speaker,
+    channel = None
+    if split == "train" and channel_share:
+        channel_rng = np.random.default_rng([seed, 3, index])
+        if channel_rng.random() < channel_share:
+            channel = draw_channel(channel_rng)
+    return _Job(split=split, index=index, text=text, speaker=speaker, channel=channel,
                 rate=round(speaker.rate * float(rng.uniform(*UTT_JITTER)), 4),
                 pitch=round(speaker.pitch * float(rng.uniform(*UTT_JITTER)), 4),
                 amplitude=int(rng.integers(ESPEAK_AMPLITUDE[0], ESPEAK_AMPLITUDE[1] + 1)),
@@ -767,6 +783,8 @@ def _render(job: _Job, out_dir: Path, espeak: str, flite: str | None) -> tuple[f
             pass  # unreadable (should not happen with atomic writes): synthesize it again
     wav, sr = _synthesize(job, espeak, flite)
     wav = trim_level_pad(wav, sr, job.peak_dbfs, job.lead, job.trail)
+    if job.channel is not None:
+        wav = apply_channel(wav, SAMPLE_RATE, job.channel)
     save_wav(path, wav, SAMPLE_RATE)
     return len(wav) / SAMPLE_RATE, False
 
@@ -844,14 +862,14 @@ def _run_split(jobs: Iterator[_Job], target_seconds: float, out_dir: Path, langu
 
 
 def _jobs(split: str, sentences: Sequence[str], speakers: Sequence[Speaker], seed: int,
-          cycle: bool) -> Iterator[_Job]:
+          cycle: bool, channel_share: float = 0.0) -> Iterator[_Job]:
     """Jobs in order: sentence i (cycled for train) read by speakers in turn, shifted every cycle so a
     repeated sentence gets a different speaker."""
     indices = itertools.count() if cycle else range(len(sentences))
     for i in indices:
         sentence = sentences[i % len(sentences)]
         speaker = speakers[(i + i // len(sentences)) % len(speakers)]
-        yield _make_job(split, i, sentence, speaker, seed)
+        yield _make_job(split, i, sentence, speaker, seed, channel_share)
 
 
 def _remove_orphans(wav_root: Path, keep: set[Path]) -> int:
@@ -927,7 +945,8 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
     with concurrent.futures.ThreadPoolExecutor(config.num_workers, thread_name_prefix="tiny") as pool_:
         for split in ("dev", "test", "train"):
             results[split] = _run_split(
-                _jobs(split, sentences[split], speakers[split], config.seed, cycle=split == "train"),
+                _jobs(split, sentences[split], speakers[split], config.seed, cycle=split == "train",
+                      channel_share=config.channel_share),
                 targets[split], out_dir, config.language, pool_, 4 * config.num_workers, espeak, flite,
                 config.progress, f"tiny {config.language} {split}")
             r = results[split]
