@@ -78,6 +78,20 @@ def load_audio(
     return read_frames(path, start, min(stop, frames), sample_rate)
 
 
+def decode_audio_bytes(data: bytes, what: str = "audio") -> tuple[np.ndarray, int]:
+    """A whole audio file held in memory, downmixed to mono: `(float32 samples, sample rate)`. Any format
+    libsndfile reads, including a WAV stream whose header sizes are placeholders (espeak-ng --stdout).
+
+    Raises:
+        ValueError: the bytes can't be decoded (the message names `what`).
+    """
+    try:
+        wav, sr = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    except Exception as e:
+        raise ValueError(f"{what} ({len(data)} bytes) could not be decoded: {e}") from None
+    return (wav.mean(axis=1) if wav.shape[1] > 1 else wav[:, 0]), sr
+
+
 def read_frames(path: str | os.PathLike, start: int, stop: int, sample_rate: int | None = SAMPLE_RATE) -> np.ndarray:
     """Decode frames `[start, stop)` of an audio file (at its own rate), downmixed to mono and resampled.
 

@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from deepspeech2.audio import SAMPLE_RATE, audio_info, from_pcm16, resample, save_wav, shifted_rate
+from deepspeech2.audio import SAMPLE_RATE, audio_info, decode_audio_bytes, resample, save_wav, shifted_rate
 from deepspeech2.data import neural, voicebanks
 from deepspeech2.data.channel import Channel, apply_channel, draw_channel
 from deepspeech2.data.manifest import Utterance, write_manifest
@@ -716,29 +716,6 @@ def _make_job(split: str, index: int, text: str, speaker: Speaker, seed: int, ch
                 lead=round(float(rng.uniform(*PAD_SECONDS)), 3), trail=round(float(rng.uniform(*PAD_SECONDS)), 3))
 
 
-def _read_wav_bytes(data: bytes) -> tuple[np.ndarray, int]:
-    # espeak-ng --stdout streams a RIFF header with placeholder sizes: find the chunks ourselves.
-    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
-        raise ValueError(f"not a WAV stream ({len(data)} bytes)")
-    pos, sr = 12, None
-    while pos + 8 <= len(data):
-        cid, size = data[pos:pos + 4], int.from_bytes(data[pos + 4:pos + 8], "little")
-        if cid == b"fmt ":
-            channels = int.from_bytes(data[pos + 10:pos + 12], "little")
-            sr = int.from_bytes(data[pos + 12:pos + 16], "little")
-            bits = int.from_bytes(data[pos + 22:pos + 24], "little")
-            if channels != 1 or bits != 16:
-                raise ValueError(f"expected mono 16-bit audio, got {channels} channels of {bits} bits")
-        elif cid == b"data":
-            pcm = data[pos + 8:]
-            pcm = pcm[:len(pcm) // 2 * 2]
-            if sr is None:
-                raise ValueError("WAV stream has no fmt chunk before its data")
-            return from_pcm16(pcm), sr
-        pos += 8 + size + (size & 1)
-    raise ValueError("WAV stream has no data chunk")
-
-
 def _synthesize(job: _Job, espeak: str, flite: str | None) -> tuple[np.ndarray, int]:
     """Raw synthesizer output: float32 (samples,) and its sample rate."""
     sp = job.speaker
@@ -755,7 +732,7 @@ def _synthesize(job: _Job, espeak: str, flite: str | None) -> tuple[np.ndarray, 
         proc = subprocess.run(cmd, input=job.text.encode("utf-8"), capture_output=True, timeout=60)
         if proc.returncode != 0:
             raise RuntimeError(f"espeak-ng exited {proc.returncode}: {proc.stderr.decode(errors='replace').strip()}")
-        return _read_wav_bytes(proc.stdout)
+        return decode_audio_bytes(proc.stdout, "espeak-ng's output")
     with tempfile.TemporaryDirectory(prefix="ds2-flite-") as tmp:
         wav, txt = Path(tmp) / "out.wav", Path(tmp) / "text.txt"
         txt.write_text(job.text + "\n", encoding="utf-8")
@@ -767,7 +744,7 @@ def _synthesize(job: _Job, espeak: str, flite: str | None) -> tuple[np.ndarray, 
         proc = subprocess.run(cmd, capture_output=True, timeout=60)
         if proc.returncode != 0 or not wav.exists():
             raise RuntimeError(f"flite exited {proc.returncode}: {proc.stderr.decode(errors='replace').strip()}")
-        samples, sr = _read_wav_bytes(wav.read_bytes())
+        samples, sr = decode_audio_bytes(wav.read_bytes(), "flite's output")
         return samples, shifted_rate(sr, k)
 
 
