@@ -8,7 +8,10 @@ RTF of the features and the acoustic model on one core, WER/CER greedy and with 
         --calibration_manifest data/x23/tiny/train.clean.jsonl --out_dir runs/e23/tflite
 
 The TFLite models are written by `deepspeech2_export.tflite.export_tflite` (what `ds2-export --quantize` runs) to
---out_dir/ds2.{float,dynamic,int8}.tflite, so `ds2-infer --tflite` reproduces any row; the SavedModel by
+--out_dir/ds2.{float,dynamic,int8}.tflite, so `ds2-infer --tflite` reproduces any row. Two more int8 rows on request:
+--float_layers rnn0 (`ds2-export --quantize int8 --float_layers rnn0`: those layers in float32 inside the int8 file,
+ds2.int8.float-rnn0.tflite) and --unrepaired (the converter's int8 file before `requantize_copies`,
+ds2.int8.unrepaired.tflite: the int8 row before that repair, for comparison on the same run). The SavedModel by
 `export_model` (`ds2-export`) into a temporary folder, its size being saved_model.pb and variables/ (--reuse keeps
 the .tflite files already there). Every utterance goes through alone (batch 1: the TFLite models take one
 utterance per call) via `deepspeech2.inference.compute_log_probs`, each utterance through every model in turn
@@ -20,8 +23,9 @@ SavedModel, the TFLite models in float32.
 
 --layers asks which part loses in int8: the float32 model cut into its stages (the conv front end, each RNN layer,
 the output layer), each stage a TFLite model of its own in one mode, chained; int8 stages calibrated on the float
-model's activations at their inputs. Greedy WER/CER on --manifest (use dev: the test split stays unseen) and the
-share of steps whose argmax equals the float model's.
+model's activations at their inputs and repaired as `export_tflite`'s int8 files are (`requantize_copies`). Greedy
+WER/CER on --manifest (use dev: the test split stays unseen) and the share of steps whose argmax equals the float
+model's.
 
 Prints a table, then one JSON line.
 """
@@ -101,13 +105,20 @@ def table(args) -> dict:
         version = export_model(ExportConfig(args.model_dir, tmp))
         variants = {"SavedModel (float)": (saved_model_size(version), saved_model_forward(version)),
                     "Keras float32": (None, acoustic_model(dataclasses.replace(bundle, model=float32_model(bundle))))}
-        for mode in ("float", "dynamic", "int8"):
-            path = out_dir / f"ds2.{mode}.tflite"
+        tflite = [(f"TFLite {mode}", f"ds2.{mode}.tflite", mode, (), True) for mode in ("float", "dynamic", "int8")]
+        if args.float_layers:
+            tflite.append((f"TFLite int8, {'+'.join(args.float_layers)} float32",
+                           f"ds2.int8.float-{'+'.join(args.float_layers)}.tflite", "int8", args.float_layers, True))
+        if args.unrepaired:
+            tflite.append(("TFLite int8, unrepaired", "ds2.int8.unrepaired.tflite", "int8", (), False))
+        for name, file, mode, float_layers, repair in tflite:
+            path = out_dir / file
             if not (args.reuse and path.is_file()):
                 export_tflite(TFLiteConfig(args.model_dir, str(path), quantize=mode,
                                            calibration_manifest=args.calibration_manifest if mode == "int8" else None,
-                                           calibration_utterances=args.calibration_utterances))
-            variants[f"TFLite {mode}"] = (path.stat().st_size, tflite_acoustic_model(path, bundle, num_threads=1))
+                                           calibration_utterances=args.calibration_utterances,
+                                           float_layers=float_layers), repair=repair)
+            variants[name] = (path.stat().st_size, tflite_acoustic_model(path, bundle, num_threads=1))
         # Round robin, one utterance through every variant in turn: a shared machine's load changes over minutes,
         # and every variant then sees the same.
         log_probs = {name: [] for name in variants}
@@ -128,10 +139,10 @@ def table(args) -> dict:
                           **score(bundle, references, log_probs[name], {"greedy": greedy, "lm": lm})}
             print(f"  {name}: {rows[name]}", file=sys.stderr, flush=True)
         shutil.rmtree(version, ignore_errors=True)
-    print(f"{'model':<20} {'size':>9} {'RTF':>7} {'WER greedy':>11} {'CER greedy':>11} {'WER + LM':>9} {'CER + LM':>9}")
+    print(f"{'model':<28} {'size':>9} {'RTF':>7} {'WER greedy':>11} {'CER greedy':>11} {'WER + LM':>9} {'CER + LM':>9}")
     for name, r in rows.items():
         size = "-" if r["bytes"] is None else f"{r['bytes'] / 1e6:.1f} MB"
-        print(f"{name:<20} {size:>9} {r['rtf']:>7.4f} {100 * r['wer_greedy']:>10.1f}% {100 * r['cer_greedy']:>10.1f}% "
+        print(f"{name:<28} {size:>9} {r['rtf']:>7.4f} {100 * r['wer_greedy']:>10.1f}% {100 * r['cer_greedy']:>10.1f}% "
               f"{100 * r['wer_lm']:>8.1f}% {100 * r['cer_lm']:>8.1f}%")
     return {"rows": rows, "utterances": len(utterances), "alpha": alpha, "beta": beta, "beam_size": args.beam_size,
             "load_average_1min": [min(load), float(np.median(load)), max(load)], "seconds": round(time.time() - t0, 1)}
@@ -276,6 +287,10 @@ def main():
     parser.add_argument("--beam_size", type=int, default=100)
     parser.add_argument("--layers", action="store_true", help="Which stage loses in int8 (greedy, no LM).")
     parser.add_argument("--reuse", action="store_true", help="Use the .tflite files already in --out_dir.")
+    parser.add_argument("--float_layers", type=lambda text: tuple(filter(None, text.split(","))), default=(),
+                        help="Add a row: int8 with these layers (comma-separated, e.g. rnn0) in float32.")
+    parser.add_argument("--unrepaired", action="store_true",
+                        help="Add a row: the converter's int8 file without the REVERSE_V2 repair.")
     args = parser.parse_args()
     if not args.layers and not args.lm:
         parser.error("--lm is needed for the table (or give --layers)")

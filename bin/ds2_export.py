@@ -6,6 +6,8 @@ r"""Export a trained model as a SavedModel for TF Serving (a new version under E
     saved_model_cli show --dir runs/tiny/export/ds2/1 --all
     ds2-export --model_dir runs/tiny/model --export_dir runs/tiny/export --quantize int8 \
         --calibration_manifest data/tiny/train.clean.jsonl   # -> runs/tiny/export/ds2.int8.tflite
+    ds2-export --model_dir runs/tiny/model --export_dir runs/tiny/export --quantize int8 \
+        --calibration_manifest data/tiny/train.clean.jsonl --float_layers rnn0   # rnn0 in float32 inside
 
 Signatures: `serving_default` (float32 waveforms [batch, samples] + int32 lengths [batch]) and
 `transcribe_wav` (WAV file bytes [batch]), both giving log_probs, output_lengths and greedy transcripts;
@@ -21,7 +23,8 @@ version folder.
 --quantize float|dynamic|int8 writes a TFLite model instead, EXPORT_DIR/MODEL_NAME.QUANTIZE.tflite (replaced if
 there): the acoustic model for one utterance per call, its features computed outside (ds2-infer --tflite runs
 it with the bundle's). float: float32; dynamic: int8 weights; int8: full-integer, its activation ranges
-calibrated on --calibration_utterances of --calibration_manifest (training or dev audio, never test).
+calibrated on --calibration_utterances of --calibration_manifest (training or dev audio, never test);
+--float_layers keeps the named layers (e.g. rnn0; the model's layers with weights) in float32 inside the int8 file.
 Prints the file. TF Serving has no use for a quantized SavedModel here (README, "A small model").
 """
 
@@ -44,6 +47,8 @@ flags.DEFINE_enum("quantize", None, ["float", "dynamic", "int8"], "Write a TFLit
 flags.DEFINE_string("calibration_manifest", None, "--quantize int8: the training or dev manifest whose audio sets "
                     "the activation ranges.")
 flags.DEFINE_integer("calibration_utterances", 100, "--quantize int8: calibrate on a random sample of this many.")
+flags.DEFINE_list("float_layers", [], "--quantize int8: the model's layers to keep in float32 inside the int8 file, "
+                  "comma-separated (e.g. rnn0).")
 flags.DEFINE_string("words_config", None, "The word config JSON (time shifts, confidence calibration) of this model "
                     "and LM, from bench/words.py, for ds2-serve's word times and confidences.")
 _decoding.define_flags(kind="beam")
@@ -66,8 +71,10 @@ def main(argv):
             print(export_tflite(TFLiteConfig(
                 model_dir=FLAGS.model_dir, out_path=f"{FLAGS.export_dir}/{FLAGS.model_name}.{FLAGS.quantize}.tflite",
                 quantize=FLAGS.quantize, calibration_manifest=FLAGS.calibration_manifest,
-                calibration_utterances=FLAGS.calibration_utterances)))
+                calibration_utterances=FLAGS.calibration_utterances, float_layers=tuple(FLAGS.float_layers))))
             return
+        if FLAGS.float_layers:
+            raise ValueError("--float_layers is for a TFLite model: give --quantize int8")
         from deepspeech2.decode.words import WordConfig
         from deepspeech2_export.saved_model import ExportConfig, export_model
 

@@ -28,25 +28,38 @@ model", and docs/experiments.md, "A small model"):
   "int8": every op in int8 (`TFLITE_BUILTINS_INT8`: the conversion fails rather than leave an op in float),
   activation ranges calibrated on `calibration_utterances` utterances of `calibration_manifest`: training or
   dev audio, never the test split. The inputs and outputs stay float32 (a quantize and a dequantize op at the
-  edges), so one runner serves every mode. The int8 GRU layers lose accuracy (the first one most); "dynamic"
-  keeps the float model's WER at the same size.
+  edges), so one runner serves every mode.
+- The int8 file is repaired after conversion (`requantize_copies`). TF 2.21's quantizer gives each REVERSE_V2
+  (the backward GRU direction's time flip of its inputs and of the mask) an output scale and zero point of its
+  own, while TFLite's kernel copies the int8 values as they are: the demo's model read its backward inputs
+  shifted by +0.6 and the mask as 1.58 instead of 1 (21.0% WER with the LM on test against 17.6% for float;
+  docs/experiments.md). Each such op now writes in its input's scale and a QUANTIZE op (int8 -> int8) rescales to
+  the output's: still every op in int8, and 17.8% (0.1 points from float).
+- `float_layers` (int8 only): the named Keras layers stay float32 inside the int8 file (the converter's selective
+  quantization, `tf.lite.experimental.QuantizationDebugger` with `denylisted_nodes`: every op the layer's name
+  scope holds, those of its time loops included; a dequantize and a quantize op at its edges). The file then
+  needs TFLite's float kernels too (TFLITE_BUILTINS beside TFLITE_BUILTINS_INT8), and the layer's weights stay
+  float32. A lever for a layer that loses in int8; the demo's model, repaired, needs none (docs/experiments.md).
 
 The export records how it was made in the file itself (TFLite metadata "deepspeech2", JSON: the quantization,
-the calibration data, the model, feature config and vocabulary), so `tflite_acoustic_model` refuses a bundle
-it wasn't exported from.
+the calibration data, the float layers and the requantized tensors, the model, feature config and vocabulary), so
+`tflite_acoustic_model` refuses a bundle it wasn't exported from.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import datetime
+import functools
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +93,7 @@ class TFLiteConfig:
     calibration_manifest: str | None = None  # int8: the audio that sets the activation ranges (train or dev)
     calibration_utterances: int = CALIBRATION_UTTERANCES  # int8: a seeded random sample of this many
     seed: int = 0  # the sample's seed
+    float_layers: tuple[str, ...] = ()  # int8: names of the model's layers kept in float32 inside the int8 file
 
     def __post_init__(self):
         if self.quantize not in QUANTIZE_MODES:
@@ -98,6 +112,13 @@ class TFLiteConfig:
                                  "calibrate on training or dev audio so the test figures stay unseen")
         elif self.calibration_manifest:
             raise ValueError(f"`calibration_manifest` is for `quantize` 'int8' only, got quantize={self.quantize!r}")
+        layers = self.float_layers
+        if isinstance(layers, str) or not isinstance(layers, (list, tuple)) \
+                or not all(isinstance(name, str) and name for name in layers) or len(set(layers)) != len(layers):
+            raise ValueError(f"`float_layers` must be a list of distinct layer names, got {layers!r}")
+        if layers and self.quantize != "int8":
+            raise ValueError(f"`float_layers` is for `quantize` 'int8' only, got quantize={self.quantize!r}")
+        object.__setattr__(self, "float_layers", tuple(layers))
 
 
 def float32_model(bundle: Bundle) -> keras.Model:
@@ -131,18 +152,24 @@ def calibration_features(bundle: Bundle, manifest: str | os.PathLike, num_uttera
             yield {FEATURES: features.numpy(), FEATURE_LENGTHS: frames.numpy()}
 
 
-def convert(bundle: Bundle, quantize: str = "float", calibration=None) -> bytes:
+def convert(bundle: Bundle, quantize: str = "float", calibration=None, float_layers=(), repair: bool = True) -> bytes:
     """The bundle's model and log-softmax as a TFLite flatbuffer (without the metadata `export_tflite` adds).
 
     Args:
         bundle: a loaded model bundle.
         quantize: one of `QUANTIZE_MODES`.
         calibration: for "int8", a callable returning an iterator of `{features, feature_lengths}` (batch 1).
+        float_layers: for "int8", names of the model's layers (`layer_names`) to keep in float32.
+        repair: for "int8", `requantize_copies` the file (False: the converter's file as it is).
 
     Returns:
         The .tflite file's bytes: `serving_default(features, feature_lengths) -> {log_probs, output_lengths}`.
+
+    Raises:
+        ValueError: a name in `float_layers` is not one of `layer_names(bundle.model)`.
     """
     model = float32_model(bundle)
+    keep_float = layer_scopes(model, float_layers)
 
     @tf.function(input_signature=[tf.TensorSpec([1, None, bundle.feature_config.dim], tf.float32, name=FEATURES),
                                   tf.TensorSpec([1], tf.int32, name=FEATURE_LENGTHS)])
@@ -150,10 +177,65 @@ def convert(bundle: Bundle, quantize: str = "float", calibration=None) -> bytes:
         outputs = model({"features": features, "feature_lengths": feature_lengths}, training=False)
         return {LOG_PROBS: tf.nn.log_softmax(outputs["logits"]), OUTPUT_LENGTHS: outputs["output_lengths"]}
 
-    return convert_function(serving_default, model.variables, quantize, calibration)
+    return convert_function(serving_default, model.variables, quantize, calibration, keep_float, repair)
 
 
-def convert_function(function, variables, quantize: str = "float", calibration=None) -> bytes:
+def layer_names(model: keras.Model) -> list[str]:
+    """The names `float_layers` may give: the model's layers that hold weights, in order."""
+    return [layer.name for layer in model.layers if layer.weights]
+
+
+def layer_scopes(model: keras.Model, names) -> dict[str, Callable[[str], bool]] | None:
+    """`{layer name: predicate}`, each true of the TFLite tensor names made inside that layer (None for no names):
+    names with the layer's name scope, `.../<name>/...` or, as Keras 3 numbers a scope it enters again,
+    `.../<name>_1/...` (unless `<name>_1` is another layer's name).
+
+    Raises:
+        ValueError: a name that is not one of `layer_names(model)`, naming those.
+    """
+    if not names:
+        return None
+    valid = layer_names(model)
+    unknown = [name for name in names if name not in valid]
+    if unknown:
+        raise ValueError(f"`float_layers` {', '.join(map(repr, unknown))}: not a layer of the model with weights; "
+                         f"its layers: {', '.join(valid)}")
+    every = {layer.name for layer in model.layers}
+    return {name: functools.partial(_in_scope, layer=name, others=frozenset(every - {name})) for name in names}
+
+
+def _in_scope(tensor_name: str, layer: str, others: frozenset) -> bool:
+    numbered = re.compile(re.escape(layer) + r"_\d+")
+    return any(scope == layer or (scope not in others and numbered.fullmatch(scope))
+               for part in tensor_name.split(";") for scope in part.split("/")[:-1])
+
+
+def _denylist(flatbuffer: bytes, scopes: dict[str, Callable[[str], bool]]) -> tuple[bytes, dict[str, list[str]]]:
+    """The calibrated model and `{layer: [node name]}` for `QuantizationDebugOptions(denylisted_nodes=...)`: the
+    name of each op's output, in every subgraph, that a layer's scope holds.
+
+    The quantizer matches an op by its MLIR location, which for an op of one output is that tensor's name and for
+    one of several (SPLIT, SPLIT_V) a fused location no name matches: such an op would stay int8 inside a float
+    layer, with a quantize and a dequantize op around it. Its outputs are given its first output's name, which
+    fuses into that one name (the file's tensor names are labels only: the signature holds tensor indices)."""
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(flatbuffer))
+    found = {layer: [] for layer in scopes}
+    for subgraph in model.subgraphs:
+        for op in subgraph.operators:
+            outputs = [subgraph.tensors[i] for i in op.outputs if i >= 0]
+            if not outputs:
+                continue
+            name = outputs[0].name.decode()
+            for layer, scope in scopes.items():
+                if scope(name):
+                    found[layer].append(name)
+                    for tensor in outputs[1:]:
+                        tensor.name = outputs[0].name
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model)), found
+
+
+def convert_function(function, variables, quantize: str = "float", calibration=None, float_scopes=None,
+                     repair: bool = True) -> bytes:
     """A tf.function with an input signature (batch 1: see the module's docstring) as a TFLite flatbuffer whose
     signature `serving_default` has the function's input and output names.
 
@@ -162,14 +244,20 @@ def convert_function(function, variables, quantize: str = "float", calibration=N
         variables: the Keras variables it reads (frozen into the file as constants).
         quantize: one of `QUANTIZE_MODES`.
         calibration: for "int8", a callable returning an iterator of `{input name: array}`.
+        float_scopes: for "int8", `{name: predicate}` (`layer_scopes`): the ops whose output tensor name a
+            predicate is true of stay in float32 (selective quantization).
+        repair: for "int8", `requantize_copies` the file.
 
     Raises:
-        ValueError: an unknown `quantize`, or "int8" without `calibration`.
+        ValueError: an unknown `quantize`, "int8" without `calibration`, `float_scopes` without "int8", or a scope
+            that matches no op.
     """
     if quantize not in QUANTIZE_MODES:
         raise ValueError(f"`quantize` must be one of {QUANTIZE_MODES}, got {quantize!r}")
     if quantize == "int8" and calibration is None:
         raise ValueError("`quantize` 'int8' needs `calibration` (the representative dataset)")
+    if float_scopes and quantize != "int8":
+        raise ValueError(f"float layers are for `quantize` 'int8' only, got {quantize!r}")
     module = tf.Module()
     module.model_variables = [v.value for v in variables]
     # Through a SavedModel: the converter freezes its variables into constants and keeps the signature's names
@@ -183,7 +271,100 @@ def convert_function(function, variables, quantize: str = "float", calibration=N
             converter.representative_dataset = calibration
             converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
         with _no_interpreter_deprecation():  # the int8 calibrator runs the model in a tf.lite.Interpreter
-            return converter.convert()
+            if not float_scopes:
+                flatbuffer = converter.convert()
+            else:
+                flatbuffer = _selectively_quantized(converter, float_scopes)
+    if quantize == "int8" and repair:
+        flatbuffer, fixed = requantize_copies(flatbuffer)
+        logger.info("int8: requantized the outputs of %d ops that copy int8 values: %s", len(fixed), fixed)
+    return flatbuffer
+
+
+def _selectively_quantized(converter, float_scopes) -> bytes:
+    """The int8 model with the ops `float_scopes` holds left in float32: the TF guide's selective quantization
+    (`QuantizationDebugger(converter=..., debug_options=QuantizationDebugOptions(denylisted_nodes=...))`). The
+    node names are those of the calibrated model, so the debugger calibrates first and gets the list after."""
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS]
+    debugger = tf.lite.experimental.QuantizationDebugger(converter=converter)  # calibrates: calibrated_model
+    calibrated, nodes = _denylist(debugger.calibrated_model, float_scopes)
+    missing = [layer for layer, names in nodes.items() if not names]
+    if missing:
+        raise ValueError(f"`float_layers` {', '.join(map(repr, missing))}: no op of the converted model is in that "
+                         "layer's name scope")
+    debugger.calibrated_model = calibrated  # the same model and ranges, its multi-output ops named (`_denylist`)
+    debugger.options = tf.lite.experimental.QuantizationDebugOptions(  # quantizes `calibrated_model` again
+        denylisted_nodes=sorted({name for names in nodes.values() for name in names}))
+    return debugger.get_nondebug_quantized_model()
+
+
+# TFLite kernels that move int8 values without rescaling them (their output must have their input's scale and zero
+# point), with the index of their data input.
+_COPY_OPS = {schema.BuiltinOperator.REVERSE_V2: 0, schema.BuiltinOperator.TRANSPOSE: 0,
+             schema.BuiltinOperator.RESHAPE: 0, schema.BuiltinOperator.SQUEEZE: 0,
+             schema.BuiltinOperator.EXPAND_DIMS: 0, schema.BuiltinOperator.GATHER: 0, schema.BuiltinOperator.SLICE: 0,
+             schema.BuiltinOperator.STRIDED_SLICE: 0, schema.BuiltinOperator.SPLIT: 1,
+             schema.BuiltinOperator.SPLIT_V: 0, schema.BuiltinOperator.TILE: 0}
+
+
+def _quantization(tensor) -> tuple | None:
+    q = tensor.quantization
+    if q is None or q.scale is None:
+        return None
+    return tuple(np.ravel(q.scale).tolist()), tuple(np.ravel(q.zeroPoint).tolist())
+
+
+def requantize_copies(flatbuffer: bytes) -> tuple[bytes, list[str]]:
+    """`flatbuffer` with every int8 op of `_COPY_OPS` whose output has another scale or zero point than its input
+    writing in its input's instead, followed by a QUANTIZE op (int8 -> int8) that rescales into the output's.
+
+    TF 2.21's quantizer does that to REVERSE_V2 (it constrains the other copy ops to one scale), and TFLite's
+    kernel copies the values, so the output is read with the wrong scale: the demo's backward GRU inputs came out
+    shifted by +0.6 and the mask read 1.58 instead of 1. Ops in float or with equal parameters are left alone.
+
+    Returns:
+        The repaired flatbuffer and the names of the tensors now computed by a requantization.
+    """
+    model = flatbuffer_utils.read_model_from_bytearray(bytearray(flatbuffer))
+    codes = model.operatorCodes
+    builtin = [max(code.builtinCode, code.deprecatedBuiltinCode) for code in codes]
+    quantize = builtin.index(schema.BuiltinOperator.QUANTIZE) if schema.BuiltinOperator.QUANTIZE in builtin else None
+    fixed = []
+    for subgraph in model.subgraphs:
+        operators = []
+        for op in subgraph.operators:
+            operators.append(op)
+            data = _COPY_OPS.get(builtin[op.opcodeIndex])
+            if data is None:
+                continue
+            source = subgraph.tensors[op.inputs[data]]
+            for k, index in enumerate(op.outputs):
+                output = subgraph.tensors[index]
+                if source.type != schema.TensorType.INT8 or output.type != schema.TensorType.INT8 \
+                        or _quantization(source) == _quantization(output):
+                    continue
+                if quantize is None:  # QUANTIZE version 1: per-tensor int8 -> int8 (op_version.cc)
+                    code = schema.OperatorCodeT()
+                    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.QUANTIZE
+                    code.version = 1
+                    codes.append(code)
+                    quantize = len(codes) - 1
+                unscaled = copy.deepcopy(output)
+                unscaled.name = output.name + b"/unscaled"
+                unscaled.quantization = copy.deepcopy(source.quantization)
+                model.buffers.append(schema.BufferT())
+                unscaled.buffer = len(model.buffers) - 1
+                subgraph.tensors.append(unscaled)
+                op.outputs[k] = len(subgraph.tensors) - 1
+                requantize = schema.OperatorT()
+                requantize.opcodeIndex = quantize
+                requantize.inputs, requantize.outputs = [len(subgraph.tensors) - 1], [index]
+                requantize.builtinOptionsType = schema.BuiltinOptions.QuantizeOptions
+                requantize.builtinOptions = schema.QuantizeOptionsT()
+                operators.append(requantize)
+                fixed.append(output.name.decode())
+        subgraph.operators = operators
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model)), fixed
 
 
 def with_metadata(flatbuffer: bytes, info: dict) -> bytes:
@@ -219,17 +400,23 @@ def read_metadata(path: str | os.PathLike) -> dict:
     raise ValueError(f"`tflite` {path} has no {TFLITE_METADATA!r} metadata: it was not written by ds2-export")
 
 
-def export_tflite(config: TFLiteConfig) -> Path:
+def export_tflite(config: TFLiteConfig, repair: bool = True) -> Path:
     """Convert a model bundle to a TFLite model file, with how it was made stored inside (`read_metadata`).
+
+    Args:
+        config: what to convert, how, and where to.
+        repair: for int8, `requantize_copies` the file (False writes the converter's file as it is: the
+            comparison in bench/tflite.py).
 
     Returns:
         `config.out_path`.
 
     Raises:
         FileNotFoundError: the bundle or the calibration manifest is missing.
-        ValueError: a bad bundle, or no usable calibration audio.
+        ValueError: a bad bundle, a `float_layers` name the model lacks, or no usable calibration audio.
     """
     bundle = load_bundle(config.model_dir)
+    layer_scopes(bundle.model, config.float_layers)  # the names, before the calibration
     calibration = None
     if config.quantize == "int8":
         manifest = config.calibration_manifest
@@ -239,9 +426,14 @@ def export_tflite(config: TFLiteConfig) -> Path:
         def calibration():
             return calibration_features(bundle, manifest, config.calibration_utterances, config.seed)
 
-    flatbuffer = convert(bundle, config.quantize, calibration)
+    flatbuffer = convert(bundle, config.quantize, calibration, config.float_layers, repair=False)
+    requantized = []
+    if config.quantize == "int8" and repair:
+        flatbuffer, requantized = requantize_copies(flatbuffer)
     info = {
         "quantize": config.quantize,
+        "float_layers": list(config.float_layers),  # int8: the layers left in float32
+        "requantized": requantized,  # int8: the tensors `requantize_copies` rescales
         "calibration": None if calibration is None else {
             "manifest": str(config.calibration_manifest), "utterances": config.calibration_utterances,
             "seed": config.seed},
