@@ -216,6 +216,10 @@ def _breakdown(model, apply_gradients, loss_fn, args, jit: bool) -> dict:
 
         parts["  one GRU time loop alone, forward"] = loop_forward
         parts["  one GRU time loop alone, forward+backward"] = loop_only
+        if not jit:  # the lever "XLA on the loop alone": the same loop compiled by XLA, this shape only
+            parts["  the same loop under XLA, forward"] = tf.function(loop_forward, jit_compile=True)
+            parts["  the same loop under XLA, forward+backward"] = tf.function(loop_only, jit_compile=True)
+    parts.update(_floors(front, rnns, features, hidden, steps))
     parts["output dense"] = lambda: grads_of(head, hidden[-1])
     parts["CTC loss"] = lambda: ctc_part(logits)
     parts["Adam update"] = optimizer_part
@@ -228,6 +232,83 @@ def _breakdown(model, apply_gradients, loss_fn, args, jit: bool) -> dict:
     return timings
 
 
+def _floors(front, rnns, features, hidden, steps) -> dict:
+    """The part's matmuls and convs alone, at the step's shapes and dtype: no elementwise math, no loop
+    machinery. What a part can't go below on this CPU without doing less arithmetic. Each piece is timed on
+    its own (run together, the graph executor would overlap independent ones).
+
+    front end: each conv forward, and its input and kernel gradients. An RNN layer: its five whole-sequence
+    matmuls (the input projection forward, its input and weight gradients, the backward pass's recomputed
+    gates and recurrent weight gradient), and the time loop's matmuls chained one after another as the
+    recurrence chains them: `T` of `(B, H) x (H, 3H)` forward, `T` of `(B, 3H) x (3H, H)` backward.
+    """
+    from deepspeech2.model import BatchNormRNN
+
+    dtype = rnns[0].compute_dtype
+    x = tf.cast(tf.expand_dims(features, -1), dtype)
+    conv_inputs = []
+    for conv in front.convs:
+        conv_inputs.append(x)
+        x = conv(x)
+
+    def convs():
+        out = []
+        for conv, x in zip(front.convs, conv_inputs):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = conv(x)
+            out += tape.gradient(y, [x, conv.kernel], output_gradients=tf.ones_like(y))
+        return out
+
+    floors = {"  floor: the convs alone (forward, both gradients)": convs}
+    if not isinstance(rnns[0], BatchNormRNN):
+        return floors
+    for layer, inputs in zip(rnns, hidden):
+        flat = tf.cast(tf.reshape(inputs[:, :int(steps[0])], (-1, inputs.shape[-1])), dtype)  # (T*B, I)
+        w = tf.cast(layer.input_projection.kernel, dtype)  # (I, 3H)
+        u = tf.cast(layer.kernels[0], dtype)  # (H, 3H)
+        g = tf.ones((flat.shape[0], w.shape[1]), dtype)
+        h_all = tf.ones((flat.shape[0], layer.units), dtype)
+
+        def whole(flat=flat, w=w, u=u, g=g, h_all=h_all):
+            return [tf.matmul(flat, w), tf.matmul(g, w, transpose_b=True), tf.matmul(flat, g, transpose_a=True),
+                    tf.matmul(h_all, u), tf.matmul(h_all, g, transpose_a=True)]
+
+        floors[f"  floor: {layer.name}'s 5 whole-sequence matmuls"] = whole
+    layer = rnns[0]
+    u, units, batch, time_steps = tf.cast(layer.kernels[0], dtype), layer.units, features.shape[0], int(steps[0])
+
+    def forward_chain():
+        h = tf.zeros((batch, units), dtype)
+        for _ in range(time_steps):  # each needs the one before, as in the recurrence
+            h = tf.matmul(h, u)[:, :units]
+        return h
+
+    u_t = tf.transpose(u)  # (3H, H), transposed once outside the loop, as the backward loop does
+
+    def backward_chain():
+        dh = tf.zeros((batch, 3 * units), dtype)
+        for _ in range(time_steps):
+            dh = tf.tile(tf.matmul(dh, u_t), (1, 3))
+        return dh
+
+    floors[f"  floor: {time_steps} chained ({batch}, {units}) x ({units}, {3 * units}) (a loop forward)"] = forward_chain
+    floors[f"  floor: {time_steps} chained ({batch}, {3 * units}) x ({3 * units}, {units}) (a loop backward)"] = backward_chain
+    return floors
+
+
+def step_floor_ms(breakdown: dict) -> float | None:
+    """The step's floor from a profile: every floor piece (the loop chains once per RNN layer), plus the output
+    dense, CTC and Adam as measured. None without the loop floors (keras GRU)."""
+    rnn_layers = sum(name.startswith("rnn") for name in breakdown)
+    chains = [ms for name, ms in breakdown.items() if name.startswith("  floor:") and "chained" in name]
+    if len(chains) != 2:
+        return None
+    rest = [ms for name, ms in breakdown.items() if name.startswith("  floor:") and "chained" not in name]
+    measured = [breakdown[name] for name in ("output dense", "CTC loss", "Adam update")]
+    return sum(rest) + rnn_layers * sum(chains) + sum(measured)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant (after warm-up)")
@@ -236,9 +317,16 @@ def main():
     parser.add_argument("--xla_pieces", default="adam",
                         help="parts compiled with XLA on their own in non-xla variants: ctc, adam (or none)")
     parser.add_argument("--profile", action="store_true", help="also time each part of the step alone")
+    parser.add_argument("--paddle", action="store_true",
+                        help="then PaddleSpeech's DS2 on the same workload (bench/paddle_ds2.py in .venv-paddle, "
+                             "`make bench-paddle-venv`), and each variant's ratio to it")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one variant, JSON out
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    paddle_python = os.path.join(root, ".venv-paddle", "bin", "python")
+    if args.paddle and not os.access(paddle_python, os.X_OK):
+        sys.exit(f"--paddle: {os.path.normpath(paddle_python)} is missing; run `make bench-paddle-venv` first")
 
     if args.child:
         pieces = [p for p in args.xla_pieces.split(",") if p in ("ctc", "adam")]
@@ -269,6 +357,11 @@ def main():
         if breakdown:
             total = sum(ms for name, ms in breakdown.items() if not name.startswith(" "))
             print(f"    {'sum of the parts run alone':44s} {total:7.1f} ms")
+            floor = step_floor_ms(breakdown)
+            if floor:
+                print(f"    {'floor of the step (the floors, the rest as run)':44s} {floor:7.1f} ms = "
+                      f"{BATCH / floor * 1000:.1f} sent/s")
+                figures.append({"name": f"{variant}/step_floor", "value": round(floor, 1), "unit": "ms"})
         figures += [
             {"name": f"{variant}/sent_per_s", "value": round(r["sent_per_s"], 2), "unit": "sent/s"},
             {"name": f"{variant}/audio_s_per_s", "value": round(r["audio_s_per_s"], 1), "unit": "audio-s/s"},
@@ -277,6 +370,23 @@ def main():
             {"name": f"{variant}/peak_rss", "value": round(r["peak_rss_mb"]), "unit": "MB"},
             {"name": f"{variant}/step_time", "value": round(r["step_ms"], 1), "unit": "ms"},
         ]
+    if args.paddle:  # the same workload in PaddleSpeech's DS2, on this machine now
+        done = subprocess.run([paddle_python, os.path.join(root, "bench", "paddle_ds2.py"), "--steps", str(args.steps),
+                               "--warmup", str(args.warmup)], capture_output=True, text=True)
+        if done.returncode:
+            print(f"paddlespeech: failed\n{done.stderr[-3000:]}")
+        else:
+            *lines, last = done.stdout.strip().splitlines()
+            paddle = json.loads(last)
+            print("\n".join(lines))
+            figures.append({"name": "paddlespeech/sent_per_s", "value": round(paddle["sent_per_s"], 2),
+                            "unit": "sent/s"})
+            ours = [f for f in figures if f["name"].endswith("/sent_per_s") and f["name"] != "paddlespeech/sent_per_s"]
+            for f in ours:
+                variant, ratio = f["name"][:-len("/sent_per_s")], f["value"] / paddle["sent_per_s"]
+                print(f"{variant:16s} {f['value']:5.1f} sent/s = {ratio:.2f} x PaddleSpeech's {paddle['sent_per_s']:.1f} "
+                      f"(paddle {paddle['paddle_version']}, fp32, {paddle['threads']} threads)")
+                figures.append({"name": f"{variant}/x_paddlespeech", "value": round(ratio, 2), "unit": "x"})
     print(json.dumps(figures))
 
 
