@@ -425,7 +425,7 @@ def main():
                 "alpha": args.alpha, "beta": args.beta, "beam_size": args.beam_size, "train_flags": args.train_flags}
     noisy = None
     if any(v in NOISY for v in only):
-        from deepspeech2.data.noise import noisy_copy
+        from deepspeech2.prepare.noise import noisy_copy
 
         noisy_dir = out / "noisy_dev"
         noisy = noisy_dir / "dev.clean.jsonl"

@@ -11,19 +11,23 @@ buckets. Prints the figures, then one JSON line.
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
 import tensorflow as tf
 
-from deepspeech2.data.augment import parse_augmentation
-from deepspeech2.data.noise import prepare_noise
+from deepspeech2.data.augment.config import parse_augmentation
 from deepspeech2.data.pipeline import PipelineConfig, make_dataset, padding_efficiency
 from deepspeech2.data.shards import ShardConfig, load_index, make_shards
 from deepspeech2.features import FeatureConfig
-from deepspeech2.testing import make_manifest
+from deepspeech2.prepare.noise import prepare_noise
 from deepspeech2.vocab import Vocabulary
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # factories: the tests' generated clips
+from factories import make_manifest  # noqa: E402
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "augmentation.example.json")
 

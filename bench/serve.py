@@ -48,11 +48,13 @@ VENV_BIN = Path(sys.executable).parent
 def untrained_bundle(preset_name: str, folder: Path) -> Path:
     """A bundle of `preset_name` with random weights and stats of a few generated clips."""
     from deepspeech2.bundle import save_bundle
-    from deepspeech2.data.stats import compute_mean_std
     from deepspeech2.features import FeatureConfig
     from deepspeech2.model import build_model, preset
-    from deepspeech2.testing import make_manifest
+    from deepspeech2.prepare.stats import compute_mean_std
     from deepspeech2.vocab import Vocabulary
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # factories: the tests' generated clips
+    from factories import make_manifest
 
     config = preset(preset_name)
     manifest, _ = make_manifest(folder / "clips", n=4)

@@ -51,13 +51,12 @@ def utterance_files(args, tmp: Path) -> list[str]:
     """WAV paths to stream: from --manifest, or generated clips of 1.5-4 s."""
     if args.manifest and Path(args.manifest).is_file():
         return list(manifest_texts(args.manifest))[:args.streams * args.utterances]
-    from deepspeech2.audio import save_wav
-    from deepspeech2.testing import make_clip
+    from deepspeech2.audio import save_wav, speech_like_clip
 
     out = []
     for i in range(args.streams * args.utterances):
         path = tmp / f"clip{i}.wav"
-        save_wav(path, make_clip(1.5 + 2.5 * random.Random(i).random(), seed=i))
+        save_wav(path, speech_like_clip(1.5 + 2.5 * random.Random(i).random(), seed=i))
         out.append(str(path))
     return out
 

@@ -101,7 +101,7 @@ def run_variant(variant: str, steps: int, warmup: int, xla_pieces: list[str], pr
     model = build_model(config)
     optimizer = keras.optimizers.Adam(1e-4)
     optimizer.build(model.trainable_variables)
-    from deepspeech2.train import sparse_ctc_loss
+    from deepspeech2.train.ctc import sparse_ctc_loss
 
     if rest:  # the whole step under XLA needs the keras.ops CTC (TF's sparse CTC kernel has no XLA version)
         loss_fn = ctc_loss

@@ -24,7 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from deepspeech2.audio import audio_info, load_audio, shifted_rate
-from deepspeech2.data import tiny, voicebanks
+from deepspeech2.prepare import voicebanks
+from deepspeech2.prepare.sentences import load_sentences
+from deepspeech2.prepare.tiny import TinyCorpusConfig
+from deepspeech2.prepare.voices import make_speakers
 
 # make demo's corpus (E23, docs/experiments.md): 1200 training speakers, 10% flite, 25% neural, 25% voice banks;
 # its 6 h hold 793 RHVoice utterances (0.81 h; data/x23/tiny/train.jsonl).
@@ -67,9 +70,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--workers", type=int, default=1, help="threads at once, as ds2-prepare tiny's num_workers")
     args = ap.parse_args()
-    speakers = [sp for sp in tiny.make_speakers(tiny.TinyCorpusConfig(out_dir="unused", **DEMO))["train"]
+    speakers = [sp for sp in make_speakers(TinyCorpusConfig(out_dir="unused", **DEMO))["train"]
                 if sp.engine == "rhvoice"]
-    sentences = [s for s in tiny.load_sentences("en") if 3 <= len(s.split()) <= 15]
+    sentences = [s for s in load_sentences("en") if 3 <= len(s.split()) <= 15]
     sentences = [sentences[i] for i in np.random.default_rng(0).permutation(len(sentences))[:args.num_utts]]
     jobs = [(sp.voice, text, sp.rate, sp.pitch, sp.formant) for text, sp in zip(sentences, speakers * args.num_utts)]
 

@@ -6,10 +6,10 @@ Fits the word config (time shifts, confidence calibration) on dev and reports on
         --out results/e23/words.json --report results/e23/words_bench.json --png docs/confidence.png
 
 Timing ground truth: the tiny corpus' own dev and test audio. Its espeak-ng utterances are re-synthesized through
-libespeak-ng (the library the espeak-ng command runs) with the corpus' settings for each line (`tiny._make_job`:
+libespeak-ng (the library the espeak-ng command runs) with the corpus' settings for each line (`synthesis.make_job`:
 voice, variant, rate, pitch, amplitude, word gap, level, padding), one fresh process per utterance as the corpus
 runs them (in one process the library carries state from one utterance into the next), with phoneme events on.
-A line is kept only when the result, trimmed, levelled and padded as the corpus does (`tiny.trim_level_pad`),
+A line is kept only when the result, trimmed, levelled and padded as the corpus does (`synthesis.trim_level_pad`),
 is the stored file to within 16-bit rounding, so the events are the stored audio's. A word starts at its first
 phoneme's sample and ends where the next phoneme event (a pause, or the next word) begins; samples map to the
 file's seconds through the trim, the resampling and the lead. Words espeak-ng reads as one ("of the", "for the":
@@ -37,7 +37,6 @@ from pathlib import Path
 import numpy as np
 
 from deepspeech2.audio import SAMPLE_RATE, load_audio
-from deepspeech2.data import tiny
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.decode.beam import BeamSearch, DecoderConfig
 from deepspeech2.decode.words import (ECE_BINS, FrameClock, WordConfig, auroc, calibration_table,
@@ -45,6 +44,7 @@ from deepspeech2.decode.words import (ECE_BINS, FrameClock, WordConfig, auroc, c
                                       nbest_posterior)
 from deepspeech2.fileio import write_json
 from deepspeech2.metrics import hypothesis_hits, wer
+from deepspeech2.prepare import synthesis, voices
 from deepspeech2.vocab import Vocabulary
 
 TARGET_START_ERROR = 0.040  # s: the median start error asked for (issue 39)
@@ -85,8 +85,8 @@ def espeak_events(job) -> tuple[np.ndarray, int, list[tuple]]:
     lib.espeak_SetSynthCallback(callback)
     sp = job.speaker
     lib.espeak_SetVoiceByName(f"{sp.voice}+{sp.variant}".encode())
-    # The espeak-ng command's -s, -p, -a and -g as tiny._synthesize sets them (the match with the file checks it).
-    lib.espeak_SetParameter(RATE, round(tiny.ESPEAK_DEFAULT_WPM * job.rate), 0)
+    # The espeak-ng command's -s, -p, -a and -g as synthesis.synthesize sets them (the match with the file checks it).
+    lib.espeak_SetParameter(RATE, round(synthesis.ESPEAK_DEFAULT_WPM * job.rate), 0)
     lib.espeak_SetParameter(PITCH, int(np.clip(round(50 + 100 * math.log2(job.pitch)), 0, 99)), 0)
     lib.espeak_SetParameter(VOLUME, job.amplitude, 0)
     lib.espeak_SetParameter(WORDGAP, sp.word_gap, 0)
@@ -125,8 +125,8 @@ def _truth(item):
     samples = word_samples(job.text, events)
     if samples is None:
         return i, None, "events", []
-    voiced = np.flatnonzero(np.abs(raw) > tiny.TRIM_THRESHOLD)
-    ours = tiny.trim_level_pad(raw, rate, job.peak_dbfs, job.lead, job.trail)
+    voiced = np.flatnonzero(np.abs(raw) > synthesis.TRIM_THRESHOLD)
+    ours = synthesis.trim_level_pad(raw, rate, job.peak_dbfs, job.lead, job.trail)
     stored = load_audio(stored_path, sample_rate=SAMPLE_RATE)
     if len(ours) != len(stored) or np.abs(ours - stored).max() > MATCH_TOLERANCE:
         return i, None, "audio", []
@@ -155,7 +155,7 @@ def corpus_word_times(data: Path, split: str, utterances, workers: int) -> tuple
     pauses for the check)."""
     info = json.loads((data / "speakers.json").read_text())
     seed = info["config"]["seed"]
-    speakers = {s["id"]: tiny.Speaker(**s) for s in info["splits"][split]}
+    speakers = {s["id"]: voices.Speaker(**s) for s in info["splits"][split]}
     items, skipped = [], {"not espeak-ng": 0}
     for i, u in enumerate(utterances):
         sp = speakers.get(u.speaker)
@@ -163,7 +163,7 @@ def corpus_word_times(data: Path, split: str, utterances, workers: int) -> tuple
         if sp is None or sp.engine != "espeak-ng" or name is None:
             skipped["not espeak-ng"] += 1
             continue
-        job = tiny._make_job(split, int(name.group(1)), u.text, sp, seed)
+        job = synthesis.make_job(split, int(name.group(1)), u.text, sp, seed)
         if job.key() != name.group(2):
             raise ValueError(f"{u.audio_filepath}: its corpus settings don't give its name (a corpus made by "
                              f"another version); got key {job.key()}")

@@ -12,7 +12,7 @@ from absl import flags
 
 from deepspeech2.audio import MAX_DURATION
 from deepspeech2.features import KINDS, FeatureConfig
-from deepspeech2.data.stats import NUM_SAMPLES, compute_mean_std
+from deepspeech2.prepare.stats import NUM_SAMPLES, compute_mean_std
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("manifest_paths", None, "Comma-separated JSON-lines manifests to sample from.")

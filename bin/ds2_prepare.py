@@ -88,8 +88,8 @@ FLAGS = flags.FLAGS
 
 
 def _validate(manifest: str) -> int:
-    from deepspeech2.data.validate import ValidationConfig, validate_manifest, write_clean
     from deepspeech2.model.config import load_model_config
+    from deepspeech2.prepare.validate import ValidationConfig, validate_manifest, write_clean
     from deepspeech2.vocab import Vocabulary
 
     config = ValidationConfig(vocab=Vocabulary.load(FLAGS.vocab) if FLAGS.vocab else None,
@@ -132,12 +132,12 @@ def _prepare(command: str, args: list[str]) -> int:
     if command == "heldout":
         if len(args) != 1:
             raise ValueError("usage: ds2-prepare heldout MANIFEST --out DIR [--name heldout] (writes DIR/NAME.jsonl)")
-        from deepspeech2.data.heldout import HeldoutConfig, prepare_heldout
+        from deepspeech2.prepare.heldout import HeldoutConfig, prepare_heldout
 
         manifests = {FLAGS.name: prepare_heldout(HeldoutConfig(manifest=args[0], out_dir=FLAGS.out, name=FLAGS.name,
                                                               num_workers=FLAGS.num_workers))}
     elif command == "tiny":
-        from deepspeech2.data.tiny import TinyCorpusConfig, prepare_tiny
+        from deepspeech2.prepare.tiny import TinyCorpusConfig, prepare_tiny
 
         manifests = prepare_tiny(TinyCorpusConfig(out_dir=FLAGS.out, hours=FLAGS.hours, seed=FLAGS.seed,
                                                   language=FLAGS.language, num_workers=FLAGS.num_workers,
@@ -148,16 +148,16 @@ def _prepare(command: str, args: list[str]) -> int:
                                                   channel_share=FLAGS.channel_share,
                                                   common_chars=FLAGS.common_chars))
     elif command == "poetry":
-        from deepspeech2.data.poetry import PoetryTextConfig, prepare_poetry_text
+        from deepspeech2.prepare.poetry import PoetryTextConfig, prepare_poetry
 
-        r = prepare_poetry_text(PoetryTextConfig(out=FLAGS.out, held_out=tuple(FLAGS.held_out),
-                                                 tarball=FLAGS.tarball or "", cache_dir=FLAGS.cache_dir))
+        r = prepare_poetry(PoetryTextConfig(out=FLAGS.out, held_out=tuple(FLAGS.held_out),
+                                            tarball=FLAGS.tarball or "", cache_dir=FLAGS.cache_dir))
         print(f"wrote {r.out}: {r.sentences} sentences, {r.characters} characters from {r.documents} documents "
               f"({r.near_held_out} near a held-out sentence left out, {r.duplicates} duplicates, "
               f"{len(r.malformed)} malformed files skipped); report {r.out}.json")
         return 0
     elif command == "english":
-        from deepspeech2.data.english_text import EnglishTextConfig, prepare_english_text
+        from deepspeech2.prepare.english_text import EnglishTextConfig, prepare_english_text
 
         r = prepare_english_text(EnglishTextConfig(out=FLAGS.out, held_out=tuple(FLAGS.held_out),
                                                    cache_dir=FLAGS.cache_dir))
@@ -166,7 +166,7 @@ def _prepare(command: str, args: list[str]) -> int:
               f"{sum(s.duplicates for s in r.sources)} duplicates across sources); report {r.out}.json")
         return 0
     elif command == "noise":
-        from deepspeech2.data.noise import prepare_noise
+        from deepspeech2.prepare.noise import prepare_noise
 
         for path in prepare_noise(FLAGS.out, FLAGS.speech_manifest, seed=FLAGS.seed):
             print(f"wrote {path}")
@@ -174,20 +174,18 @@ def _prepare(command: str, args: list[str]) -> int:
     else:
         if not FLAGS.corpus_dir:
             raise ValueError(f"`--corpus_dir` is required for `ds2-prepare {command}`")
-        from deepspeech2.data import corpora
-
         if command == "librispeech":
-            prepare = corpora.prepare_librispeech
+            from deepspeech2.prepare.librispeech import prepare_librispeech as prepare
         elif command == "voxforge":
-            prepare = corpora.prepare_voxforge
+            from deepspeech2.prepare.voxforge import prepare_voxforge as prepare
         elif command == "aishell":
-            prepare = corpora.prepare_aishell
+            from deepspeech2.prepare.aishell import prepare_aishell as prepare
         elif command == "wsj":
-            prepare = corpora.prepare_wsj
+            from deepspeech2.prepare.wsj import prepare_wsj as prepare
         elif command == "chime4":
-            prepare = corpora.prepare_chime4
+            from deepspeech2.prepare.chime4 import prepare_chime4 as prepare
         else:
-            prepare = corpora.prepare_tedlium
+            from deepspeech2.prepare.tedlium import prepare_tedlium as prepare
         manifests = prepare(FLAGS.corpus_dir, FLAGS.out, num_workers=FLAGS.num_workers)
     for split, utts in manifests.items():
         print(f"{FLAGS.out}/{split}.jsonl: {len(utts)} utterances, {sum(u.duration for u in utts) / 3600:.2f} h")

@@ -15,7 +15,8 @@ from absl import flags
 
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.model import PRESETS, load_model_config
-from deepspeech2.train import LR_SCHEDULES, MIXED_POLICIES, OPTIMIZERS, TrainConfig, train
+from deepspeech2.train.config import LR_SCHEDULES, MIXED_POLICIES, OPTIMIZERS, TrainConfig
+from deepspeech2.train.trainer import train
 
 d = TrainConfig.__dataclass_fields__
 p = PipelineConfig()

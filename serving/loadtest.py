@@ -195,10 +195,10 @@ def format_report(report: dict) -> str:
 
 def synthetic_utterances(seconds: float, count: int = 8) -> tuple[list[bytes], list[float]]:
     """`count` different speech-like clips of `seconds` each, as WAV bytes at 16 kHz."""
-    from deepspeech2.testing import make_clip
+    from deepspeech2.audio import speech_like_clip
     from deepspeech2_export.requests import wav_bytes
 
-    return [wav_bytes(make_clip(seconds, seed=i), SAMPLE_RATE) for i in range(count)], [seconds] * count
+    return [wav_bytes(speech_like_clip(seconds, seed=i), SAMPLE_RATE) for i in range(count)], [seconds] * count
 
 
 def file_utterances(paths: Sequence[str]) -> tuple[list[bytes], list[float]]:

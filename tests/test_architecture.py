@@ -15,6 +15,9 @@ def test_the_repository_imports_along_the_flow():
     names = architecture.modules()
     assert all(architecture.stage(m) is not None for m in names)  # every module belongs to a stage
     assert "deepspeech2.data.shards" in names and "deepspeech2_export.saved_model" in names
+    assert [architecture.STAGES[architecture.stage(m)][0] for m in
+            ("deepspeech2.data.augment.config", "deepspeech2.prepare.tiny", "deepspeech2.train.trainer")] == \
+        ["data", "prepare", "train"]
 
 
 @pytest.mark.parametrize("path,source,expected", [
@@ -22,6 +25,10 @@ def test_the_repository_imports_along_the_flow():
      "deepspeech2.data.bad (data) imports deepspeech2.model.deepspeech2 (model"),
     ("deepspeech2/data/bad.py", "import deepspeech2.model.geometry\ndef f():\n    from deepspeech2 import train\n",
      "deepspeech2.data.bad (data) imports deepspeech2.train (train"),
+    ("deepspeech2/data/bad.py", "from deepspeech2.prepare.validate import model_name\n",
+     "deepspeech2.data.bad (data) imports deepspeech2.prepare.validate (prepare"),
+    ("deepspeech2/prepare/bad.py", "from deepspeech2.train.ctc import sparse_ctc_loss\n",
+     "deepspeech2.prepare.bad (prepare) imports deepspeech2.train.ctc (train"),
     ("export/bad.py", "from deepspeech2_serving.client import wav_bytes\n",
      "deepspeech2_export.bad (export) imports deepspeech2_serving.client (serving"),
     ("deepspeech2/decode/bad.py", "from deepspeech2.model import build_model\n",
@@ -32,8 +39,8 @@ def test_the_repository_imports_along_the_flow():
 def test_each_kind_of_violation_is_caught(tmp_path, path, source, expected):
     for folder in architecture.FOLDERS:
         (tmp_path / folder).mkdir()
-    (tmp_path / "deepspeech2" / "model").mkdir()
-    for module in ("deepspeech2/model/__init__.py", "deepspeech2/model/geometry.py", "deepspeech2/train.py"):
+    for module in ("deepspeech2/model/__init__.py", "deepspeech2/model/geometry.py", "deepspeech2/train/__init__.py"):
+        (tmp_path / module).parent.mkdir(exist_ok=True)
         (tmp_path / module).write_text("")
     (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / path).write_text(source)

@@ -9,27 +9,14 @@ import scipy.signal
 import tensorflow as tf
 
 from deepspeech2.audio import load_audio, save_wav
-from deepspeech2.data.augment import (
-    FFT_SIZES,
-    SPEED_RESAMPLE_PAD,
-    Augmentation,
-    BayesianNormalization,
-    Equalizer,
-    ImpulseResponse,
-    NoisePerturb,
-    ShiftPerturb,
-    SpecAugment,
-    SpeedPerturb,
-    Telephone,
-    VolumePerturb,
-    change_speed,
-    fft_size,
-    parse_augmentation,
-    shift_samples,
-    smooth_sizes,
-    speed_fft_sizes,
-    trim_tail,
-)
+from deepspeech2.data.augment.augmentation import Augmentation
+from deepspeech2.data.augment.banks import trim_tail
+from deepspeech2.data.augment.config import parse_augmentation
+from deepspeech2.data.augment.features import SpecAugment
+from deepspeech2.data.augment.fft import (FFT_SIZES, SPEED_RESAMPLE_PAD, change_speed, fft_size, smooth_sizes,
+                                          speed_fft_sizes)
+from deepspeech2.data.augment.waveform import (BayesianNormalization, Equalizer, ImpulseResponse, NoisePerturb,
+                                               ShiftPerturb, SpeedPerturb, Telephone, VolumePerturb, shift_samples)
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.data.telephone import telephone
 
@@ -514,7 +501,7 @@ def test_draws_are_a_function_of_the_seed_alone(tmp_path):
 
 
 def test_vtlp_moves_formants_by_alpha_and_keeps_the_band_edges():
-    from deepspeech2.data.augment import VTLP, warp_frequency
+    from deepspeech2.data.augment.features import VTLP, warp_frequency
 
     bins = np.arange(161, dtype=np.float32)
     spectrum = np.exp(-0.5 * ((bins - 40.0) / 3.0) ** 2)[None, :].repeat(5, axis=0)  # a formant at bin 40

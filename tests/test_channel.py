@@ -1,13 +1,13 @@
-"""Recording channels (deepspeech2/data/channel.py) and the MP3 round trip they use (deepspeech2/audio.py)."""
+"""Recording channels (deepspeech2/prepare/channel.py) and the MP3 round trip they use (deepspeech2/audio.py)."""
 
 import numpy as np
 import pytest
 import scipy.signal
 
 from deepspeech2.audio import MP3_KBPS_LEVELS, mp3_roundtrip
-from deepspeech2.data import tiny
-from deepspeech2.data.channel import (BAND_LIMIT_PROB, CHANNEL_KBPS, HIGHPASS_HZ, LOWPASS_HZ, Channel, apply_channel,
-                                      draw_channel)
+from deepspeech2.prepare import synthesis, tiny, voices
+from deepspeech2.prepare.channel import (BAND_LIMIT_PROB, CHANNEL_KBPS, HIGHPASS_HZ, LOWPASS_HZ, Channel, apply_channel,
+                                         draw_channel)
 
 SR = 16000
 
@@ -76,16 +76,16 @@ def test_channels_drawn_cover_the_rates_and_bands():
 
 
 def test_the_tiny_corpus_puts_channels_on_a_share_of_training_only():
-    sp = tiny.Speaker("espeak-en-us-m1", "espeak-ng", "en-us", "m1", "M", rate=1.0, pitch=1.0)
-    jobs = {split: [tiny._make_job(split, i, "hello there friend", sp, seed=0, channel_share=0.3) for i in range(400)]
-            for split in tiny.SPLITS}
+    sp = voices.Speaker("espeak-en-us-m1", "espeak-ng", "en-us", "m1", "M", rate=1.0, pitch=1.0)
+    jobs = {split: [synthesis.make_job(split, i, "hello there friend", sp, seed=0, channel_share=0.3)
+                    for i in range(400)] for split in voices.SPLITS}
     heard = [j for j in jobs["train"] if j.channel is not None]
     assert abs(len(heard) / 400 - 0.3) < 0.07
     assert all(j.channel is None for split in ("dev", "test") for j in jobs[split])
     # a clean utterance is the same job, file name included, whatever the share: a corpus keeps its WAVs
     for split, js in jobs.items():
         for j in js:
-            clean = tiny._make_job(split, j.index, "hello there friend", sp, seed=0)
+            clean = synthesis.make_job(split, j.index, "hello there friend", sp, seed=0)
             if j.channel is None:
                 assert j == clean and j.key() == clean.key()
             else:

@@ -213,7 +213,7 @@ def test_progress_in_a_log_file_is_one_line_per_refresh(tmp_path):
 
 
 def test_progress_switched_off_prints_no_bar(tmp_path):
-    from deepspeech2.testing import make_manifest
+    from factories import make_manifest
 
     manifest, _ = make_manifest(tmp_path, n=3, max_seconds=1.0)
     argv = [_script("ds2-compute-stats"), "--manifest_paths", str(manifest), "--out", str(tmp_path / "s.npz")]

@@ -1,4 +1,4 @@
-"""Corpus importers against tiny fake corpora in the real on-disk layouts (deepspeech2/data/corpora/fixtures.py)."""
+"""Corpus importers against tiny fake corpora in the real on-disk layouts (tests/corpus_fixtures.py)."""
 
 import json
 import os
@@ -12,17 +12,18 @@ import scipy.signal
 import soundfile as sf
 
 from deepspeech2.audio import load_audio
-from deepspeech2.data import corpora
-from deepspeech2.data.corpora import _common, aishell, chime4, fixtures, voxforge, wsj
 from deepspeech2.data.manifest import read_manifest
+from deepspeech2.prepare import aishell, chime4, importer, librispeech, tedlium, voxforge, wsj
+
+import corpus_fixtures
 
 CASES = {
-    "librispeech": (fixtures.make_librispeech, corpora.prepare_librispeech, "en"),
-    "voxforge": (fixtures.make_voxforge, corpora.prepare_voxforge, "en"),
-    "aishell": (fixtures.make_aishell, corpora.prepare_aishell, "zh"),
-    "wsj": (fixtures.make_wsj, corpora.prepare_wsj, "en"),
-    "chime4": (fixtures.make_chime4, corpora.prepare_chime4, "en"),
-    "tedlium": (fixtures.make_tedlium, corpora.prepare_tedlium, "en"),
+    "librispeech": (corpus_fixtures.make_librispeech, librispeech.prepare_librispeech, "en"),
+    "voxforge": (corpus_fixtures.make_voxforge, voxforge.prepare_voxforge, "en"),
+    "aishell": (corpus_fixtures.make_aishell, aishell.prepare_aishell, "zh"),
+    "wsj": (corpus_fixtures.make_wsj, wsj.prepare_wsj, "en"),
+    "chime4": (corpus_fixtures.make_chime4, chime4.prepare_chime4, "en"),
+    "tedlium": (corpus_fixtures.make_tedlium, tedlium.prepare_tedlium, "en"),
 }
 
 
@@ -78,14 +79,14 @@ def test_import_then_reimport(tmp_path, name):
 
 def test_converted_audio_matches_reference(tmp_path):
     # FLAC -> WAV is lossless; 48 kHz -> 16 kHz equals scipy's polyphase resampler on the same samples.
-    fx = fixtures.make_librispeech(tmp_path / "ls")
-    utts = corpora.prepare_librispeech(fx.corpus_dir, tmp_path / "out_ls", num_workers=1)["dev-clean"]
+    fx = corpus_fixtures.make_librispeech(tmp_path / "ls")
+    utts = librispeech.prepare_librispeech(fx.corpus_dir, tmp_path / "out_ls", num_workers=1)["dev-clean"]
     for u in utts:
         src, _ = sf.read(fx.sources[u.extra["id"]], dtype="int16")
         dst, _ = sf.read(u.audio_filepath, dtype="int16")
         np.testing.assert_allclose(dst, src, atol=1)
-    fx = fixtures.make_voxforge(tmp_path / "vf")
-    utts = corpora.prepare_voxforge(fx.corpus_dir, tmp_path / "out_vf")["train"]
+    fx = corpus_fixtures.make_voxforge(tmp_path / "vf")
+    utts = voxforge.prepare_voxforge(fx.corpus_dir, tmp_path / "out_vf")["train"]
     u = next(u for u in utts if u.extra["id"] == "Aaron-20080318-kdl/b0019")
     src, sr = sf.read(fx.sources["Aaron-20080318-kdl/b0019"], dtype="float32")
     assert sr == 48000
@@ -95,8 +96,8 @@ def test_converted_audio_matches_reference(tmp_path):
 
 
 def test_tedlium_converts_each_talk_once(tmp_path):
-    fx = fixtures.make_tedlium(tmp_path / "ted")
-    out = corpora.prepare_tedlium(fx.corpus_dir, tmp_path / "out")
+    fx = corpus_fixtures.make_tedlium(tmp_path / "ted")
+    out = tedlium.prepare_tedlium(fx.corpus_dir, tmp_path / "out")
     files = {u.audio_filepath for u in out["dev"]}
     assert len(files) == 2 and len(out["dev"]) == 4
     assert sorted(p.name for p in (tmp_path / "out/wav").rglob("*.wav")) == \
@@ -119,12 +120,12 @@ def _shorten_sphere(path: Path) -> None:
 
 
 def test_shorten_sphere_needs_sph2pipe(tmp_path, monkeypatch):
-    fx = fixtures.make_wsj(tmp_path / "wsj")
+    fx = corpus_fixtures.make_wsj(tmp_path / "wsj")
     _shorten_sphere(tmp_path / "wsj/11-14.1/wsj0/si_et_20/440/440c0201.wv1")
-    assert _common.sphere_header(tmp_path / "wsj/11-14.1/wsj0/si_et_20/440/440c0201.wv1")["sample_coding"] == \
+    assert importer.sphere_header(tmp_path / "wsj/11-14.1/wsj0/si_et_20/440/440c0201.wv1")["sample_coding"] == \
         "pcm,embedded-shorten-v2.00"
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    out = corpora.prepare_wsj(fx.corpus_dir, tmp_path / "out", splits=["test_eval92"])
+    out = wsj.prepare_wsj(fx.corpus_dir, tmp_path / "out", splits=["test_eval92"])
     assert out["test_eval92"] == []
     (skip,) = json.loads((tmp_path / "out/test_eval92.report.json").read_text())["skipped"]
     assert skip["id"] == "440c0201" and "install sph2pipe" in skip["reason"]
@@ -138,7 +139,7 @@ def test_shorten_sphere_needs_sph2pipe(tmp_path, monkeypatch):
                     "sf.write(sys.argv[5], np.full(8000, 1000, np.int16), 16000, subtype='PCM_16')\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    (u,) = corpora.prepare_wsj(fx.corpus_dir, tmp_path / "out2", splits=["test_eval92"])["test_eval92"]
+    (u,) = wsj.prepare_wsj(fx.corpus_dir, tmp_path / "out2", splits=["test_eval92"])["test_eval92"]
     assert u.duration == 0.5 and u.text == "stocks closed higher"
     assert sf.read(u.audio_filepath, dtype="int16")[0].tolist() == [1000] * 8000
 
@@ -154,27 +155,27 @@ def test_bad_corpus_dir(tmp_path, name):
 
 
 def test_bad_arguments(tmp_path):
-    fx = fixtures.make_librispeech(tmp_path / "ls")
+    fx = corpus_fixtures.make_librispeech(tmp_path / "ls")
     with pytest.raises(ValueError, match=r"`splits` \['train-clean-100'\] not found.*dev-clean"):
-        corpora.prepare_librispeech(fx.corpus_dir, tmp_path / "out", splits=["train-clean-100"])
+        librispeech.prepare_librispeech(fx.corpus_dir, tmp_path / "out", splits=["train-clean-100"])
     with pytest.raises(ValueError, match="`num_workers` must be >= 1, got 0"):
-        corpora.prepare_librispeech(fx.corpus_dir, tmp_path / "out", num_workers=0)
+        librispeech.prepare_librispeech(fx.corpus_dir, tmp_path / "out", num_workers=0)
     packed = tmp_path / "aishell/data_aishell"
     (packed / "transcript").mkdir(parents=True)
     (packed / "transcript/aishell_transcript_v0.8.txt").write_text("")
     (packed / "wav").mkdir()
     (packed / "wav/S0002.tar.gz").write_bytes(b"")
     with pytest.raises(ValueError, match="unpack them first"):
-        corpora.prepare_aishell(tmp_path / "aishell", tmp_path / "out")
+        aishell.prepare_aishell(tmp_path / "aishell", tmp_path / "out")
 
 
 def test_empty_transcript_and_no_transcript_are_reported(tmp_path):
-    fx = fixtures.make_librispeech(tmp_path / "ls")
+    fx = corpus_fixtures.make_librispeech(tmp_path / "ls")
     trans = tmp_path / "ls/LibriSpeech/test-clean/1089/134686/1089-134686.trans.txt"
     trans.write_text(trans.read_text() + "1089-134686-0001 -- ?!\n")
-    fixtures._write(trans.parent / "1089-134686-0001.flac", 4000, 16000, 9, "FLAC")
-    fixtures._write(trans.parent / "1089-134686-0002.flac", 4000, 16000, 9, "FLAC")  # no transcript line
-    out = corpora.prepare_librispeech(fx.corpus_dir, tmp_path / "out", splits=["test-clean"])
+    corpus_fixtures._write(trans.parent / "1089-134686-0001.flac", 4000, 16000, 9, "FLAC")
+    corpus_fixtures._write(trans.parent / "1089-134686-0002.flac", 4000, 16000, 9, "FLAC")  # no transcript line
+    out = librispeech.prepare_librispeech(fx.corpus_dir, tmp_path / "out", splits=["test-clean"])
     assert [u.extra["id"] for u in out["test-clean"]] == ["1089-134686-0000"]
     skipped = json.loads((tmp_path / "out/test-clean.report.json").read_text())["skipped"]
     assert skipped == [
@@ -195,7 +196,7 @@ def test_empty_transcript_and_no_transcript_are_reported(tmp_path):
     ("well: so: it :COLON ends~", "well so it colon ends"),  # a lengthened word, verbalized colon, truncation
 ])
 def test_normalize_wsj(raw, want):
-    assert corpora.normalize_wsj(raw) == want
+    assert wsj.normalize_wsj(raw) == want
 
 
 def _ndx(path: Path, lines: list[str]) -> None:
@@ -239,32 +240,32 @@ def test_wsj_splits_have_kaldi_sizes(tmp_path, caplog):
 
 
 def test_wsj_needs_the_index_files(tmp_path):
-    fx = fixtures.make_wsj(tmp_path / "wsj")
+    fx = corpus_fixtures.make_wsj(tmp_path / "wsj")
     for ndx in (tmp_path / "wsj").rglob("*.ndx"):
         ndx.unlink()
     with pytest.raises(ValueError, match=r"no index file.*11-13\.1.*tr_s_wv1\.ndx"):
-        corpora.prepare_wsj(fx.corpus_dir, tmp_path / "out")
+        wsj.prepare_wsj(fx.corpus_dir, tmp_path / "out")
 
 
 def test_chime4_tr05_simu_text_comes_from_wsj0(tmp_path):
-    fx = fixtures.make_chime4(tmp_path / "c", wsj0=False)
+    fx = corpus_fixtures.make_chime4(tmp_path / "c", wsj0=False)
     data = tmp_path / "c/CHiME3/data"
     # Without WSJ0, tr05_simu's utterances have no transcript: skipped, with the fix in the reason.
-    out = corpora.prepare_chime4(data, tmp_path / "out", splits=["tr05_simu", "et05_simu"])
+    out = chime4.prepare_chime4(data, tmp_path / "out", splits=["tr05_simu", "et05_simu"])
     assert out["tr05_simu"] == [] and [u.text for u in out["et05_simu"]] == ["shares fell sharply"]
     (skip,) = json.loads((tmp_path / "out/tr05_simu.report.json").read_text())["skipped"]
     assert skip["id"] == "011_011C0201_CAF_SIMU" and "wsj0_dir" in skip["reason"]
     # Kaldi's default place for it, data/WSJ0, is used when it exists; an explicit `wsj0_dir` must exist.
     (tmp_path / "c/WSJ0").rename(data / "WSJ0")
-    (u,) = corpora.prepare_chime4(tmp_path / "c", tmp_path / "out2", splits=["tr05_simu"])["tr05_simu"]
+    (u,) = chime4.prepare_chime4(tmp_path / "c", tmp_path / "out2", splits=["tr05_simu"])["tr05_simu"]
     assert (u.text, u.speaker, u.extra["environment"], u.extra["channel"]) == ("the index rose", "011", "caf", "CH5")
     assert Path(u.audio_filepath).name == "011_011C0201_CAF.CH5.wav"
     with pytest.raises(FileNotFoundError, match="wsj0_dir.*nowhere"):
-        corpora.prepare_chime4(tmp_path / "c", tmp_path / "out3", wsj0_dir=tmp_path / "nowhere")
+        chime4.prepare_chime4(tmp_path / "c", tmp_path / "out3", wsj0_dir=tmp_path / "nowhere")
 
 
 def test_chime4_finds_the_data_folder(tmp_path):
-    fixtures.make_chime4(tmp_path / "c")
+    corpus_fixtures.make_chime4(tmp_path / "c")
     data = tmp_path / "c/CHiME3/data"
     for corpus_dir in (tmp_path / "c", tmp_path / "c/CHiME3", data):
         assert chime4.find_data(corpus_dir) == data
@@ -301,12 +302,12 @@ def test_normalize_aishell_keeps_latin_letters(raw, want):
     ("<unk> <unk>", ""),
 ])
 def test_normalize_tedlium(raw, want):
-    assert corpora.normalize_tedlium(raw) == want
+    assert tedlium.normalize_tedlium(raw) == want
 
 
 def test_transcripts_that_cant_be_normalized_are_dropped_with_the_reason():
-    from deepspeech2.data.corpora._common import normalized
-    from deepspeech2.data.corpora.aishell import normalize_aishell
+    from deepspeech2.prepare.aishell import normalize_aishell
+    from deepspeech2.prepare.importer import normalized
     from deepspeech2.text import normalize_english
 
     assert normalized(normalize_english, "Chapter 9 begins") == ("chapter nine begins", "")

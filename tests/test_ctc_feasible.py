@@ -10,7 +10,8 @@ import tensorflow as tf
 from deepspeech2.features import FeatureConfig, compute_features
 from deepspeech2.model import (DS2_SMALL, PRESETS, ModelConfig, build_model, ctc_feasible, ctc_label_steps,
                                load_model_config, output_steps)
-from deepspeech2.testing import modules_loaded_by
+
+from factories import modules_loaded_by
 
 FC = FeatureConfig()
 

@@ -16,16 +16,17 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from deepspeech2.audio import save_wav
+from deepspeech2.audio import save_wav, speech_like_clip
 from deepspeech2.bundle import save_bundle
-from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.features import FeatureConfig
 from deepspeech2.model import DS2_STREAMING, build_model
-from deepspeech2.testing import make_clip, make_manifest
+from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export.saved_model import ExportConfig, export_model
 from deepspeech2_serving.demo import DemoConfig, start
 from deepspeech2_serving.demo_client import DemoClientConfig, stream_file
+
+from factories import make_manifest
 
 CONFIG = dataclasses.replace(DS2_STREAMING, conv_filters=(4, 4), rnn_layers=1, rnn_units=16)
 TIMEOUT = 30  # seconds any one answer may take on a busy 2-core machine (a limit, not a measurement)
@@ -158,7 +159,7 @@ def test_an_idle_connection_is_closed_and_an_active_one_is_not(demo):
 def test_demo_client_says_why_it_was_closed(demo, tmp_path):
     port = demo(idle_seconds=1).port
     wav = tmp_path / "clip.wav"
-    save_wav(wav, make_clip(1.0))
+    save_wav(wav, speech_like_clip(1.0))
     slow = DemoClientConfig(f"127.0.0.1:{port}", str(wav), chunk_ms=100, speed=0.04)  # a chunk every 2.5 s
     with pytest.raises(ConnectionError, match=f"closed the connection \\(close code {IDLE_CLOSE_CODE}: idle: "):
         stream_file(slow)

@@ -17,20 +17,21 @@ import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from deepspeech2.audio import save_wav
+from deepspeech2.audio import save_wav, speech_like_clip
 from deepspeech2.bundle import load_bundle, save_bundle
-from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.decode.words import FrameClock, decode_words
 from deepspeech2.features import FeatureConfig
 from deepspeech2.model import TINY, build_model
-from deepspeech2.testing import bundle_log_probs, make_clip, make_manifest
+from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import STREAM_STEP
 from deepspeech2_export.saved_model import ExportConfig, export_model
 from deepspeech2_serving.demo import MAX_MESSAGE_BYTES, OFFLINE, DemoConfig, start
 from deepspeech2_serving.demo_client import DemoClientConfig, DemoError, format_words, stream_file
 from deepspeech2_serving.servable import signature_defs
+
+from factories import bundle_log_probs, make_manifest
 
 VENV_BIN = Path(sys.executable).parent
 EN = Vocabulary.english()
@@ -66,7 +67,7 @@ def model(tmp_path_factory, hello_world_lm):
 
 @pytest.fixture(scope="module")
 def clips():
-    waves = [make_clip(s, seed=i) for i, s in enumerate((1.3, 2.1, 0.7))]
+    waves = [speech_like_clip(s, seed=i) for i, s in enumerate((1.3, 2.1, 0.7))]
     return [(np.round(w * 32767) / 32768).astype(np.float32) for w in waves]  # as 16-bit PCM holds them
 
 
@@ -195,7 +196,7 @@ def test_demo_client_gets_the_final_transcript_its_words_and_no_partials(demo, c
                                                                       word["confidence"], word["word"])
     assert result.audio_seconds == pytest.approx(len(clips[1]) / RATE, abs=1e-3)
     too_long = tmp_path / "long.wav"
-    save_wav(too_long, make_clip(EXPORT_SECONDS + 0.5))
+    save_wav(too_long, speech_like_clip(EXPORT_SECONDS + 0.5))
     with pytest.raises(DemoError) as e:
         stream_file(DemoClientConfig(f"127.0.0.1:{demo.port}", str(too_long), speed=0))
     assert e.value.code == "too_long" and "4 s" in e.value.message

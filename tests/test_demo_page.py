@@ -39,14 +39,13 @@ import pytest
 import soundfile as sf
 import tensorflow as tf
 
-from deepspeech2.audio import resample, save_wav
+from deepspeech2.audio import resample, save_wav, speech_like_clip
 from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.decode import Decoder, DecoderConfig, greedy_decode
 from deepspeech2.decode.words import FrameClock, decode_words
 from deepspeech2.features import FeatureConfig, Normalizer, featurize
 from deepspeech2.model import DS2_STREAMING, build_model
 from deepspeech2.model.ctc import ctc_loss
-from deepspeech2.testing import make_clip
 from deepspeech2.vocab import Vocabulary
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
@@ -565,7 +564,7 @@ def test_page_reconnects_after_its_idle_connection_was_closed(untrained_bundle, 
     from deepspeech2_serving.demo import DemoConfig, start
 
     wav = tmp_path / "clip.wav"
-    save_wav(wav, make_clip(1.2))
+    save_wav(wav, speech_like_clip(1.2))
     running = start(DemoConfig(str(untrained_bundle), port=0, idle_seconds=3))
     driver = chromium(None)
     try:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from deepspeech2.data import english_text
-from deepspeech2.data.english_text import (DEBIAN, PINNED, RANDOM_QUOTES, EnglishTextConfig, debian_files,
-                                           foldoc_paragraphs, fortune_paragraphs, markup_paragraphs, pinned_file,
-                                           prepare_english_text, sentences, wikipedia_paragraphs, wordnet_examples)
 from deepspeech2.data.manifest import Utterance, write_manifest
+from deepspeech2.prepare import english_text
+from deepspeech2.prepare.english_text import (DEBIAN, PINNED, RANDOM_QUOTES, EnglishTextConfig, debian_files,
+                                              foldoc_paragraphs, fortune_paragraphs, markup_paragraphs, pinned_file,
+                                              prepare_english_text, sentences, wikipedia_paragraphs, wordnet_examples)
 from deepspeech2.text import normalize_english
 
 REPO = Path(__file__).resolve().parents[1]

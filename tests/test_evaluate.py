@@ -15,20 +15,21 @@ import soundfile as sf
 
 from deepspeech2.audio import load_audio, save_wav
 from deepspeech2.bundle import load_bundle, save_bundle
-from deepspeech2.data import corpora
-from deepspeech2.data.corpora import fixtures
 from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.data.shards import ShardConfig, make_shards
-from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.decode import DecoderConfig
 from deepspeech2.evaluate import EvalConfig, evaluate, format_report
 from deepspeech2.features import FeatureConfig
 from deepspeech2.inference import compute_log_probs
 from deepspeech2.model import TINY, build_model, output_steps
-from deepspeech2.testing import make_manifest
-import deepspeech2.train as train_module
+from deepspeech2.prepare import chime4, librispeech, tedlium, wsj
+from deepspeech2.prepare.stats import compute_mean_std
+from deepspeech2.train import dev
 from deepspeech2.vocab import Vocabulary
+
+import corpus_fixtures
+from factories import make_manifest
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -47,7 +48,7 @@ ZH_TEXTS = ["你好吗", "我很好 谢谢", "今天天气不错", "你好 今�
 
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_trainer_dev_scores_equal_ds2_eval(tmp_path, language):
-    """The trainer's dev WER/CER (`deepspeech2.train.evaluate`) and ds2-eval's (`evaluate`) score the same
+    """The trainer's dev WER/CER (`deepspeech2.train.dev.evaluate`) and ds2-eval's (`evaluate`) score the same
     transcripts alike; for Mandarin both count characters as words, so WER == CER."""
     manifest, utts = make_manifest(tmp_path, n=4)
     if language == "zh":
@@ -70,7 +71,7 @@ def test_trainer_dev_scores_equal_ds2_eval(tmp_path, language):
     def eval_fn(features, lengths):
         return bundle.model({"features": features, "feature_lengths": lengths}, training=False)
 
-    dev_wer, dev_cer, pairs = train_module.evaluate(
+    dev_wer, dev_cer, pairs = dev.evaluate(
         eval_fn, (str(tmp_path / "shards"),), bundle.feature_config, bundle.normalizer, bundle.vocab,
         PipelineConfig(batch_size=2, num_buckets=0), num_examples=len(utts))
     report = evaluate(EvalConfig(str(tmp_path / "model"), (str(manifest),), progress=False))
@@ -102,10 +103,10 @@ def _check_report(report, references):
 
 @pytest.mark.parametrize("name", ["librispeech", "wsj", "chime4", "tedlium"])
 def test_eval_on_imported_corpora(tmp_path, bundle_dir, name):
-    make, prepare = {"librispeech": (fixtures.make_librispeech, corpora.prepare_librispeech),
-                     "wsj": (fixtures.make_wsj, corpora.prepare_wsj),
-                     "chime4": (fixtures.make_chime4, corpora.prepare_chime4),
-                     "tedlium": (fixtures.make_tedlium, corpora.prepare_tedlium)}[name]
+    make, prepare = {"librispeech": (corpus_fixtures.make_librispeech, librispeech.prepare_librispeech),
+                     "wsj": (corpus_fixtures.make_wsj, wsj.prepare_wsj),
+                     "chime4": (corpus_fixtures.make_chime4, chime4.prepare_chime4),
+                     "tedlium": (corpus_fixtures.make_tedlium, tedlium.prepare_tedlium)}[name]
     fx = make(tmp_path / "corpus")
     manifests = prepare(fx.corpus_dir, tmp_path / "out", num_workers=2, **fx.prepare_kwargs)
     split = sorted(manifests)[0]

@@ -16,17 +16,18 @@ import pytest
 import soundfile as sf
 import tensorflow as tf
 
-from deepspeech2.audio import load_audio
+from deepspeech2.audio import load_audio, speech_like_clip
 from deepspeech2.bundle import load_bundle, save_bundle
-from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.decode import Decoder, DecoderConfig, GreedyStream
 from deepspeech2.features import FeatureConfig, featurize
 from deepspeech2.model import TINY, build_model
-from deepspeech2.testing import make_clip, make_manifest
+from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import BLANK_ID, Vocabulary
 from deepspeech2_export import ASSETS_EXTRA, SERVING_DEFAULT, TRANSCRIBE_WAV
 from deepspeech2_export.requests import wav_bytes
 from deepspeech2_export.saved_model import ExportConfig, export_model, greedy_transcripts, versions
+
+from factories import make_manifest
 
 VENV_BIN = Path(sys.executable).parent
 EN = Vocabulary.english()
@@ -54,7 +55,7 @@ def exported(bundle_dir, tmp_path_factory):
 @pytest.fixture(scope="module")
 def clips():
     """Three utterances of different lengths, float32 in [-1, 1] as 16-bit WAV files hold them."""
-    waves = [make_clip(s, seed=i) for i, s in enumerate((1.3, 0.6, 2.1))]
+    waves = [speech_like_clip(s, seed=i) for i, s in enumerate((1.3, 0.6, 2.1))]
     return [np.round(w * 32767) / 32768 for w in waves]
 
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from deepspeech2.audio import speech_like_clip
 from deepspeech2.features import FeatureConfig, Normalizer, compute_features, featurize
-from deepspeech2.testing import make_clip
 
 
 @pytest.mark.parametrize("kind", ["linear", "logmel", "mfcc"])
@@ -11,7 +11,7 @@ def test_featurize_is_compute_features_then_normalize(kind):
     fc = FeatureConfig(kind=kind)
     rng = np.random.default_rng(0)
     norm = Normalizer(rng.normal(size=fc.dim).astype(np.float32), rng.uniform(0.5, 2, fc.dim).astype(np.float32), fc)
-    clips = [make_clip(s, seed=i) for i, s in enumerate([0.5, 1.3, 0.9])]
+    clips = [speech_like_clip(s, seed=i) for i, s in enumerate([0.5, 1.3, 0.9])]
     lengths = np.array([len(c) for c in clips], np.int32)
     batch = np.zeros((3, lengths.max()), np.float32)
     for i, c in enumerate(clips):
@@ -39,7 +39,7 @@ def test_featurize_in_a_tf_function():
     norm = Normalizer(np.ones(fc.dim, np.float32), np.full(fc.dim, 2.0, np.float32), fc)
     fn = tf.function(lambda w, n: featurize(w, n, fc, norm),
                      input_signature=[tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None], tf.int32)])
-    wav = make_clip(1.0)[None]
+    wav = speech_like_clip(1.0)[None]
     feats, n = fn(wav, np.array([wav.shape[1]], np.int32))
     ref, _ = compute_features(wav, [wav.shape[1]], fc)
     np.testing.assert_allclose(feats.numpy(), (ref.numpy() - 1.0) / 2.0, rtol=1e-5, atol=1e-5)
@@ -48,4 +48,4 @@ def test_featurize_in_a_tf_function():
 def test_featurize_refuses_a_normalizer_for_other_features():
     norm = Normalizer(np.zeros(80, np.float32), np.ones(80, np.float32), FeatureConfig(kind="logmel"))
     with pytest.raises(ValueError, match="ds2-compute-stats"):
-        featurize(make_clip(0.5), 8000, FeatureConfig(), norm)
+        featurize(speech_like_clip(0.5), 8000, FeatureConfig(), norm)

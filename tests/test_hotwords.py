@@ -195,10 +195,10 @@ def servable(tmp_path_factory, hello_world_lm):
     import keras
 
     from deepspeech2.bundle import save_bundle
-    from deepspeech2.data.stats import compute_mean_std
     from deepspeech2.features import FeatureConfig
     from deepspeech2.model import TINY, build_model
-    from deepspeech2.testing import make_manifest
+    from deepspeech2.prepare.stats import compute_mean_std
+    from factories import make_manifest
     from deepspeech2_export.saved_model import ExportConfig, export_model
     from deepspeech2_serving.servable import Servable
 
@@ -212,11 +212,11 @@ def servable(tmp_path_factory, hello_world_lm):
 
 
 def _predict(servable, **inputs):
-    from deepspeech2.testing import make_clip
+    from deepspeech2.audio import speech_like_clip
     from deepspeech2_export.requests import predict_request, wav_bytes
     from deepspeech2_serving.server import Predictor
 
-    wav = wav_bytes(make_clip(1.5, seed=3), servable.sample_rate)
+    wav = wav_bytes(speech_like_clip(1.5, seed=3), servable.sample_rate)
     request = predict_request("ds2", "transcribe_wav", {"wav": np.array([wav], object), **inputs})
     response, _ = Predictor(None).predict(request, servable, direct=True)
     return {k: tf.make_ndarray(v) for k, v in response.outputs.items()}

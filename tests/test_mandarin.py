@@ -20,19 +20,21 @@ import soundfile as sf
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
+from deepspeech2.audio import speech_like_clip
 from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.data.manifest import Utterance, write_manifest
-from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.features import FeatureConfig, featurize
 from deepspeech2.model import TINY, build_model
-from deepspeech2.testing import make_clip, make_manifest
+from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.text import is_cjk
 from deepspeech2.vocab import UNK_CHAR, Vocabulary
 from deepspeech2_export import ASSETS_EXTRA
 from deepspeech2_export.requests import wav_bytes
 from deepspeech2_export.saved_model import ExportConfig, export_model
 from deepspeech2_serving.client import wav_request
+
+from factories import make_manifest
 
 VENV_BIN = Path(sys.executable).parent
 RATE = 16000
@@ -62,7 +64,7 @@ def clips(model):
     bundle, _, d = model
     out = []
     for i, seconds in enumerate((1.1, 0.7, 1.6)):
-        wave = (np.round(make_clip(seconds, seed=10 + i) * 32767) / 32768).astype(np.float32)
+        wave = (np.round(speech_like_clip(seconds, seed=10 + i) * 32767) / 32768).astype(np.float32)
         path = d / f"clip{i}.wav"
         path.write_bytes(wav_bytes(wave, RATE))
         features, frames = featurize(wave[None], [len(wave)], bundle.feature_config, bundle.normalizer)
@@ -77,7 +79,8 @@ def test_a_six_thousand_character_output_layer_trains(tmp_path):
     blank, <unk>, 6,000 characters), labels up to the last id train, and the bundle round-trips it."""
     from deepspeech2.data.pipeline import PipelineConfig
     from deepspeech2.data.shards import ShardConfig, make_shards
-    from deepspeech2.train import TrainConfig, train
+    from deepspeech2.train.config import TrainConfig
+    from deepspeech2.train.trainer import train
 
     chars = [chr(0x4E00 + i) for i in range(6000)]
     vocab = Vocabulary.from_texts(["".join(chars)])
@@ -193,7 +196,7 @@ def _aishell_layout(root: Path) -> None:
         utt = f"BAC009{spk}W{121 + k:04d}"
         path = root / "data_aishell" / "wav" / split / spk / f"{utt}.wav"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(wav_bytes(make_clip(2.0 + 0.1 * k, seed=k).astype(np.float32), RATE))
+        path.write_bytes(wav_bytes(speech_like_clip(2.0 + 0.1 * k, seed=k).astype(np.float32), RATE))
         lines.append(f"{utt} {sentences[k % len(sentences)]}")
     (root / "data_aishell" / "transcript").mkdir(parents=True)
     (root / "data_aishell" / "transcript" / "aishell_transcript_v0.8.txt").write_text("\n".join(lines) + "\n",

@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from deepspeech2.audio import DURATION_TOLERANCE, save_wav
+from deepspeech2.audio import DURATION_TOLERANCE, save_wav, speech_like_clip
 from deepspeech2.data.manifest import (Utterance, audio_span, duration_mismatch, filter_utterances, iter_manifest,
                                        load_utterance, normalize_manifest, read_manifest, read_manifests,
                                        write_manifest)
-from deepspeech2.testing import make_clip
 
 
 def test_roundtrip_relative_paths_and_extra_keys(tmp_path):
@@ -122,7 +121,7 @@ def test_an_offset_key_makes_a_segment_even_at_zero(tmp_path):
 
 
 def test_one_offset_and_duration_rule(tmp_path):
-    clip = make_clip(1.0)
+    clip = speech_like_clip(1.0)
     save_wav(tmp_path / "one.wav", clip)
     pcm, _ = sf.read(tmp_path / "one.wav", dtype="float32")
     path = str(tmp_path / "one.wav")
@@ -150,7 +149,7 @@ def test_one_offset_and_duration_rule(tmp_path):
         with pytest.raises(ValueError, match="segment"):
             load_utterance(u)
     # Resampled and downmixed on the way: 22.05 kHz stereo, 0.5 s from 0.
-    sf.write(tmp_path / "st.wav", np.stack([make_clip(1.0, sample_rate=22050)] * 2, 1), 22050)
+    sf.write(tmp_path / "st.wav", np.stack([speech_like_clip(1.0, sample_rate=22050)] * 2, 1), 22050)
     wav = load_utterance(Utterance(str(tmp_path / "st.wav"), 0.5, "x", offset=0.0))
     assert wav.shape == (8000,)
 

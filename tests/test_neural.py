@@ -1,4 +1,4 @@
-"""The neural voices (deepspeech2/data/neural.py): each engine speaks offline, deterministically, at a usable
+"""The neural voices (deepspeech2/prepare/neural.py): each engine speaks offline, deterministically, at a usable
 level; the F0 and envelope transforms against numpy references."""
 
 import socket
@@ -7,7 +7,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from deepspeech2.data import neural
+from deepspeech2.prepare import neural
 
 SENTENCE = "the quick brown fox jumps over the lazy dog"
 

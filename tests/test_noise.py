@@ -7,9 +7,9 @@ import pytest
 import scipy.signal
 
 from deepspeech2.audio import load_audio, save_wav
-from deepspeech2.data.augment import parse_augmentation
+from deepspeech2.data.augment.config import parse_augmentation
 from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
-from deepspeech2.data.noise import NOISE_EXPONENTS, babble, coloured_noise, noisy_copy, prepare_noise, synth_rir
+from deepspeech2.prepare.noise import NOISE_EXPONENTS, babble, coloured_noise, noisy_copy, prepare_noise, synth_rir
 
 SR = 16000
 

@@ -9,7 +9,7 @@ import pytest
 from deepspeech2.audio import load_audio, save_wav
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.features import FeatureConfig, Normalizer, compute_features
-from deepspeech2.data.stats import compute_mean_std
+from deepspeech2.prepare.stats import compute_mean_std
 
 SR = 16000
 REPO = Path(__file__).resolve().parents[1]

@@ -9,13 +9,14 @@ import pytest
 import tensorflow as tf
 
 from deepspeech2.audio import load_audio
-from deepspeech2.data.augment import parse_augmentation
+from deepspeech2.data.augment.config import parse_augmentation
 from deepspeech2.data.pipeline import PipelineConfig, ShardSet, count_infeasible, make_dataset, padding_efficiency
 from deepspeech2.data.shards import ShardConfig, make_shards
 from deepspeech2.features import FeatureConfig, Normalizer, compute_features, featurize
 from deepspeech2.model import ModelConfig
-from deepspeech2.testing import make_manifest
 from deepspeech2.vocab import Vocabulary
+
+from factories import make_manifest
 
 FC = FeatureConfig()
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from deepspeech2.data.manifest import Utterance, write_manifest
-from deepspeech2.data.poetry import (PoetryTextConfig, documents, fetch, near_held_out, prepare_poetry_text,
-                                     read_tarball)
+from deepspeech2.prepare.poetry import (PoetryTextConfig, documents, fetch, near_held_out, prepare_poetry,
+                                        read_tarball)
 
 # Two Tang poems in Traditional characters (as quantangshi has them), a Song ci in Simplified ones.
 TANG = [{"author": "李白", "title": "靜夜思", "paragraphs": ["床前明月光，疑是地上霜。", "舉頭望明月，低頭思故鄉。"]},
@@ -78,13 +78,13 @@ def test_near_held_out_ignores_punctuation_and_never_spans_two_documents():
     assert near_held_out(["明月光疑是地"], held) == set()  # 6 of the 7 characters
 
 
-def test_prepare_poetry_text(tmp_path):
+def test_prepare_poetry(tmp_path):
     tarball = _tarball(tmp_path / "cp.tgz", {"package/dist/chuci/chuci.json": b"{not json"})
     dev = _manifest(tmp_path / "dev.jsonl", ["夜来幽梦忽还乡"])  # in the Song ci: that whole ci goes
     test = _manifest(tmp_path / "test.jsonl", ["举头望明月低头", "学而"])  # 7 characters of a Tang poem; a short one
     out = tmp_path / "lm" / "poetry.txt"
-    report = prepare_poetry_text(PoetryTextConfig(out=str(out), held_out=(dev, test), tarball=str(tarball),
-                                                  progress=False))
+    report = prepare_poetry(PoetryTextConfig(out=str(out), held_out=(dev, test), tarball=str(tarball),
+                                             progress=False))
     lines = out.read_text().splitlines()
     assert lines == ["春眠不觉晓处处闻啼鸟", "夜来风雨声花落知多少",  # Traditional -> Simplified
                      "白日依山尽黄河入海流", "欲穷千里目更上一层楼", "昨夜雨疏风骤浓睡不消残酒", "读书最乐"]
@@ -101,7 +101,7 @@ def test_prepare_poetry_text(tmp_path):
 
 def test_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="`tarball`"):
-        prepare_poetry_text(PoetryTextConfig(out=str(tmp_path / "p.txt"), tarball=str(tmp_path / "missing.tgz")))
+        prepare_poetry(PoetryTextConfig(out=str(tmp_path / "p.txt"), tarball=str(tmp_path / "missing.tgz")))
     with tarfile.open(tmp_path / "other.tgz", "w:gz") as tar:
         info = tarfile.TarInfo("package/index.js")
         tar.addfile(info, io.BytesIO(b""))

@@ -23,21 +23,23 @@ import tensorflow as tf
 from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,
                                      prediction_service_pb2_grpc)
 
+from deepspeech2.audio import speech_like_clip
 from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.data.manifest import Utterance, write_manifest
-from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.decode.beam import BeamSearch
 from deepspeech2.decode.words import FrameClock, WordConfig, decode_words
 from deepspeech2.features import FeatureConfig, featurize
 from deepspeech2.model import TINY, build_model
-from deepspeech2.testing import make_clip, make_manifest, modules_loaded_by
+from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import ASSETS_EXTRA
-from deepspeech2_export.saved_model import ExportConfig, export_model
 from deepspeech2_export.requests import predict_request, wav_bytes
+from deepspeech2_export.saved_model import ExportConfig, export_model
 from deepspeech2_serving.client import wav_request
 from deepspeech2_serving.loadtest import LoadTestConfig, load_test
+
+from factories import make_manifest, modules_loaded_by
 
 VENV_BIN = Path(sys.executable).parent
 EN = Vocabulary.english()
@@ -61,7 +63,7 @@ def model(tmp_path_factory, hello_world_lm):
 
 @pytest.fixture(scope="module")
 def clips():
-    waves = [make_clip(s, seed=i) for i, s in enumerate((1.3, 0.6, 2.1, 0.9))]
+    waves = [speech_like_clip(s, seed=i) for i, s in enumerate((1.3, 0.6, 2.1, 0.9))]
     return [(np.round(w * 32767) / 32768).astype(np.float32) for w in waves]  # as 16-bit WAV files hold them
 
 
@@ -210,7 +212,7 @@ def _bad_requests(clip):
         ("Inf", waveform_request([inf]), "NaN or Inf"),
         ("empty audio", waveform_request([np.zeros(0, np.float32)]), r"`lengths`\[0\]: the audio is empty"),
         ("too short", waveform_request([clip[:100]]), "shorter than the"),
-        ("over the max duration", waveform_request([make_clip(4.5)]), "4.50 s long, over the 4 s limit"),
+        ("over the max duration", waveform_request([speech_like_clip(4.5)]), "4.50 s long, over the 4 s limit"),
         ("lengths per row", with_input(waveform_request([clip]), "lengths", np.array([5, 5], np.int32)),
          "2 entries for 1 rows"),
         ("length past the samples", with_input(waveform_request([clip]), "lengths", np.array([len(clip) + 1], np.int32)),
@@ -648,8 +650,8 @@ def test_bad_words_are_invalid_argument_naming_the_input(words_server, clips, va
 
 
 def test_words_on_a_greedy_server_or_an_export_without_a_clock_are_a_failed_precondition(model, clips, tmp_path):
-    from deepspeech2_serving.server import Predictor, ServeConfig, start
     from deepspeech2_serving.servable import RequestError, Servable
+    from deepspeech2_serving.server import Predictor, ServeConfig, start
 
     _, base = model
     running = start(ServeConfig(str(base), port=0, poll_seconds=0, batching=None,

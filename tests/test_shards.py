@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from deepspeech2.audio import from_pcm16, load_audio, save_wav, to_pcm16
+from deepspeech2.audio import from_pcm16, load_audio, save_wav, speech_like_clip, to_pcm16
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.data.shards import ShardConfig, load_index, make_shards, read_shards, shard_paths
 from deepspeech2.model import ModelConfig
-from deepspeech2.testing import make_clip, make_manifest
 from deepspeech2.vocab import Vocabulary
+
+from factories import make_manifest
 
 
 def _records(shard_dir):
@@ -55,9 +56,9 @@ def test_one_int16_scale_everywhere(tmp_path):
 
 
 def test_offsets_resampling_and_bad_utterances(tmp_path):
-    wav = make_clip(3.0)
+    wav = speech_like_clip(3.0)
     save_wav(tmp_path / "long.wav", wav)
-    sf.write(tmp_path / "hi.flac", make_clip(1.0, sample_rate=44100), 44100)
+    sf.write(tmp_path / "hi.flac", speech_like_clip(1.0, sample_rate=44100), 44100)
     (tmp_path / "corrupt.wav").write_bytes(b"garbage")
     utts = [Utterance(str(tmp_path / "long.wav"), 1.0, "segment", offset=1.0),
             Utterance(str(tmp_path / "hi.flac"), 1.0, "resampled"),
@@ -285,8 +286,8 @@ def test_a_failed_rerun_leaves_a_folder_training_refuses(tmp_path, monkeypatch):
     import re
     import threading
 
-    import deepspeech2.data.shards as shards
     from deepspeech2.data.pipeline import ShardSet, make_dataset
+    import deepspeech2.data.shards as shards
     from deepspeech2.features import FeatureConfig
 
     manifest, _ = make_manifest(tmp_path, n=8)

@@ -24,13 +24,13 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
+from deepspeech2.audio import speech_like_clip
 from deepspeech2.bundle import load_bundle, save_bundle
-from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.decode.words import FrameClock, WordConfig, decode_words
 from deepspeech2.features import FeatureConfig, featurize
 from deepspeech2.model import DS2_STREAMING, build_model
-from deepspeech2.testing import bundle_log_probs, make_clip, make_manifest
+from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import ASSETS_EXTRA, STREAM_STEP
 from deepspeech2_export.requests import predict_request, wav_bytes
@@ -39,6 +39,8 @@ from deepspeech2_serving.batching import BatchingConfig
 from deepspeech2_serving.client import wav_request
 from deepspeech2_serving.servable import RequestError, Servable
 from deepspeech2_serving.streaming import SessionStore
+
+from factories import bundle_log_probs, make_manifest
 
 VENV_BIN = Path(sys.executable).parent
 EN = Vocabulary.english()
@@ -64,7 +66,7 @@ def model(tmp_path_factory, hello_world_lm):
 
 @pytest.fixture(scope="module")
 def clips():
-    waves = [make_clip(s, seed=i) for i, s in enumerate((1.3, 0.7, 2.1, 1.0, 0.45, 1.7))]
+    waves = [speech_like_clip(s, seed=i) for i, s in enumerate((1.3, 0.7, 2.1, 1.0, 0.45, 1.7))]
     return [(np.round(w * 32767) / 32768).astype(np.float32) for w in waves]  # as 16-bit PCM holds them
 
 

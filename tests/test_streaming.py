@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from deepspeech2.audio import speech_like_clip
 from deepspeech2.decode import GreedyStream, greedy_decode
 from deepspeech2.features import FeatureConfig, Normalizer, featurize, num_frames
 from deepspeech2.model import DS2_STREAMING, TINY, build_model, output_length
 from deepspeech2.streaming import StreamingModel, check_streamable, streaming_step
-from deepspeech2.testing import make_clip
 from deepspeech2.vocab import Vocabulary
 
 RATE = 16000
@@ -87,7 +87,7 @@ def same_model():
 
 @pytest.fixture(scope="module")
 def wave():
-    return make_clip(1.37, seed=3)  # not a whole number of hops, windows or strides
+    return speech_like_clip(1.37, seed=3)  # not a whole number of hops, windows or strides
 
 
 @pytest.mark.parametrize("chunk", CHUNK_SAMPLES)
@@ -114,7 +114,7 @@ def test_chunks_of_changing_sizes_and_empty_chunks(valid_model, same_model, wave
 
 @pytest.mark.parametrize("seconds", (0.3, 0.05, 0.0))
 def test_an_utterance_shorter_than_one_chunk(valid_model, same_model, seconds):
-    clip = make_clip(seconds, seed=5) if seconds else np.zeros(0, np.float32)
+    clip = speech_like_clip(seconds, seed=5) if seconds else np.zeros(0, np.float32)
     for streaming, step in (valid_model, same_model):
         got = stream(step, streaming, clip, [RATE])  # one 1 s chunk, the final one
         steps = output_length(streaming.model_config, num_frames(len(clip), streaming.feature_config))
@@ -127,7 +127,7 @@ def test_an_utterance_shorter_than_one_chunk(valid_model, same_model, seconds):
 def test_streams_in_one_batch_are_independent(valid_model):
     """Rows of one step are different streams with their own chunk lengths and states (Batch Dispatch)."""
     streaming, step = valid_model
-    waves = [make_clip(s, seed=i) for i, s in enumerate((0.9, 1.4, 0.45))]
+    waves = [speech_like_clip(s, seed=i) for i, s in enumerate((0.9, 1.4, 0.45))]
     sizes = [1600, 2500, 700]
     states = streaming.initial_state(3)
     got = [[], [], []]
@@ -203,9 +203,10 @@ def test_a_model_trained_under_each_precision_policy_exports_and_streams(policy,
     offline ones within the policy's precision. (bf16 models failed here: float32 state met bf16 layers.)"""
     from deepspeech2.data.pipeline import PipelineConfig
     from deepspeech2.data.shards import ShardConfig, make_shards
-    from deepspeech2.data.stats import compute_mean_std
-    from deepspeech2.testing import make_manifest
-    from deepspeech2.train import TrainConfig, train
+    from deepspeech2.prepare.stats import compute_mean_std
+    from factories import make_manifest
+    from deepspeech2.train.config import TrainConfig
+    from deepspeech2.train.trainer import train
     from deepspeech2_export import SERVING_DEFAULT, STREAM_STEP
     from deepspeech2_export.saved_model import ExportConfig, export_model
 
@@ -222,7 +223,7 @@ def test_a_model_trained_under_each_precision_policy_exports_and_streams(policy,
                                         max_audio_seconds=4.0))
     loaded = tf.saved_model.load(str(version))
     assert STREAM_STEP in loaded.signatures
-    pcm = (np.round(make_clip(1.37, seed=3) * 32767) / 32768).astype(np.float32)
+    pcm = (np.round(speech_like_clip(1.37, seed=3) * 32767) / 32768).astype(np.float32)
     offline = loaded.signatures[SERVING_DEFAULT](waveforms=tf.constant(pcm[None]), lengths=tf.constant([len(pcm)]))
     expected = offline["log_probs"][0, :int(offline["output_lengths"][0])].numpy()
     step = loaded.signatures[STREAM_STEP]

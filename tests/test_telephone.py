@@ -12,7 +12,8 @@ import soundfile as sf
 from deepspeech2.audio import load_audio, mulaw_decode, mulaw_encode
 from deepspeech2.data.manifest import Utterance
 from deepspeech2.data.telephone import telephone, telephone_copies
-from deepspeech2.testing import make_manifest
+
+from factories import make_manifest
 
 SR = 16000
 ALL_PCM = np.arange(-32768, 32768, dtype=np.int16)

@@ -19,14 +19,15 @@ from tensorflow.lite.tools import flatbuffer_utils
 from deepspeech2.audio import load_audio
 from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.features import FeatureConfig, featurize
 from deepspeech2.inference import compute_log_probs, transcribe
 from deepspeech2.model import TINY, ModelConfig, build_model
-from deepspeech2.testing import make_manifest
+from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export.tflite import TFLiteConfig, export_tflite, read_metadata, tflite_acoustic_model
+
+from factories import make_manifest
 
 VENV_BIN = Path(sys.executable).parent
 EN = Vocabulary.english()

@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from deepspeech2.data import tiny, voicebanks
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.data.tiny import TinyCorpusConfig, load_sentences, prepare_tiny
+from deepspeech2.prepare import sentences, synthesis, voicebanks, voices
+from deepspeech2.prepare.sentences import exclude_held_out, load_sentences, zh_sentences
+from deepspeech2.prepare.tiny import TinyCorpusConfig, prepare_tiny
 from deepspeech2.text import is_cjk, normalize_english
 
 pytestmark = pytest.mark.skipif(
-    not (shutil.which("espeak-ng") and shutil.which("flite") and Path(tiny.FORTUNES_DIR, "fortunes").exists()
-         and Path(tiny.FORTUNES_DIR, "tang300").exists()),
+    not (shutil.which("espeak-ng") and shutil.which("flite") and Path(sentences.FORTUNES_DIR, "fortunes").exists()
+         and Path(sentences.FORTUNES_DIR, "tang300").exists()),
     reason="needs espeak-ng, flite, fortunes and fortunes-zh (tools/apt-deps.sh base)")
 
 SMALL = dict(hours=0.01, dev_minutes=0.2, test_minutes=0.2, seed=3, progress=False)  # 36 s + 12 s + 12 s
@@ -38,7 +39,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def manifests(corpus):
     out, _ = corpus
-    return {s: read_manifest(out / f"{s}.jsonl") for s in tiny.SPLITS}
+    return {s: read_manifest(out / f"{s}.jsonl") for s in voices.SPLITS}
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -73,22 +74,22 @@ def test_each_split_stops_at_its_target(manifests):
 
 def test_splits_are_disjoint_by_speaker_and_sentence(corpus, manifests):
     out, _ = corpus
-    speakers = {s: {u.speaker for u in manifests[s]} for s in tiny.SPLITS}
-    texts = {s: {u.text for u in manifests[s]} for s in tiny.SPLITS}
+    speakers = {s: {u.speaker for u in manifests[s]} for s in voices.SPLITS}
+    texts = {s: {u.text for u in manifests[s]} for s in voices.SPLITS}
     for a, b in (("train", "dev"), ("train", "test"), ("dev", "test")):
         assert not speakers[a] & speakers[b], (a, b)
         assert not texts[a] & texts[b], (a, b)
     info = json.loads((out / "speakers.json").read_text())
-    declared = {s: [sp for sp in info["splits"][s]] for s in tiny.SPLITS}
-    for s in tiny.SPLITS:
+    declared = {s: [sp for sp in info["splits"][s]] for s in voices.SPLITS}
+    for s in voices.SPLITS:
         assert speakers[s] <= {sp["id"] for sp in declared[s]}
         assert len(declared[s]) == getattr(TinyCorpusConfig, f"{s}_speakers")
     # Held-out speakers are new voices, not just new (accent, variant) pairs: no variant or flite voice recurs.
-    voices = {s: {(sp["engine"], sp["variant"] or sp["voice"]) for sp in declared[s]} for s in tiny.SPLITS}
-    assert not voices["train"] & voices["dev"] and not voices["train"] & voices["test"]
-    assert not voices["dev"] & voices["test"]
-    accents = {s: {sp["voice"] for sp in declared[s]} for s in tiny.SPLITS}
-    assert tiny.EN_TEST_ONLY_ACCENT in accents["test"] and tiny.EN_TEST_ONLY_ACCENT not in accents["train"]
+    heard = {s: {(sp["engine"], sp["variant"] or sp["voice"]) for sp in declared[s]} for s in voices.SPLITS}
+    assert not heard["train"] & heard["dev"] and not heard["train"] & heard["test"]
+    assert not heard["dev"] & heard["test"]
+    accents = {s: {sp["voice"] for sp in declared[s]} for s in voices.SPLITS}
+    assert voices.EN_TEST_ONLY_ACCENT in accents["test"] and voices.EN_TEST_ONLY_ACCENT not in accents["train"]
     assert {"flite-slt"} == {sp["id"] for sp in declared["test"] if sp["engine"] == "flite"}
     assert not any(sp["engine"] == "flite" for sp in declared["dev"])
     assert len(declared["train"]) >= 40
@@ -147,14 +148,14 @@ def test_interrupted_run_resumes(corpus, tmp_path):
 
 
 def test_failed_utterances_are_skipped_and_reported(tmp_path, monkeypatch):
-    synthesize = tiny._synthesize
+    synthesize = synthesis.synthesize
 
     def flaky(job, espeak, flite):
         if job.split == "train" and job.index % 4 == 1:
             raise RuntimeError("synthesizer crashed")
         return synthesize(job, espeak, flite)
 
-    monkeypatch.setattr(tiny, "_synthesize", flaky)
+    monkeypatch.setattr(synthesis, "synthesize", flaky)
     result = prepare_tiny(_config(tmp_path / "flaky", hours=0.005, dev_minutes=0.05, test_minutes=0.05))
     indices = [int(Path(u.audio_filepath).stem.split("-")[0]) for u in result["train"]]
     assert indices and all(i % 4 != 1 for i in indices)
@@ -169,7 +170,7 @@ def test_a_broken_synthesizer_stops_the_run(tmp_path, monkeypatch):
     def broken(job, espeak, flite):
         raise RuntimeError("no voice data")
 
-    monkeypatch.setattr(tiny, "_synthesize", broken)
+    monkeypatch.setattr(synthesis, "synthesize", broken)
     with pytest.raises(RuntimeError, match="keeps failing.*no voice data"):
         prepare_tiny(_config(tmp_path / "broken"))
 
@@ -249,11 +250,11 @@ def test_the_plain_han_fast_path_is_normalize_mandarin():
     marks = list("，。、！？；：“”‘’《》〈〉「」『』（）…—· \n")
     for _ in range(500):
         piece = "".join(rng.choice(han + marks, size=int(rng.integers(0, 30))))
-        assert tiny._zh_plain(piece) == normalize_mandarin(piece)
+        assert sentences._zh_plain(piece) == normalize_mandarin(piece)
     for other in ("二〇〇八年", "我有3个", "ＡＢ的", "abc", "①好", "℃度", "床前明月光."):  # other text: the slow path
-        assert tiny._zh_plain(other) is None
-    assert list(tiny.zh_sentences("床前明月光，疑是地上霜。举头望明月，低头思故乡。")) == ["床前明月光疑是地上霜",
-                                                                                 "举头望明月低头思故乡"]
+        assert sentences._zh_plain(other) is None
+    assert list(zh_sentences("床前明月光，疑是地上霜。举头望明月，低头思故乡。")) == ["床前明月光疑是地上霜",
+                                                                            "举头望明月低头思故乡"]
 
 
 def test_lm_text_drops_lines_containing_a_held_out_sentence():
@@ -262,11 +263,11 @@ def test_lm_text_drops_lines_containing_a_held_out_sentence():
              "the sunny side", "sun"]
     held_out = {"i will fight no more", "the sun"}
     # Whole words only: "she will ..." and "... moreover" don't contain "i will fight no more".
-    assert tiny.exclude_held_out(lines, held_out, "en") == [
+    assert exclude_held_out(lines, held_out, "en") == [
         "she will fight no more", "i will fight no moreover", "hear me my chiefs", "the sunny side", "sun"]
-    assert tiny.exclude_held_out(["床前明月光疑是地上霜", "举头望明月", "低头思故乡"], ["明月光"], "zh") == [
+    assert exclude_held_out(["床前明月光疑是地上霜", "举头望明月", "低头思故乡"], ["明月光"], "zh") == [
         "举头望明月", "低头思故乡"]
-    assert tiny.exclude_held_out([], ["x"], "en") == [] and tiny.exclude_held_out(["a b"], [], "en") == ["a b"]
+    assert exclude_held_out([], ["x"], "en") == [] and exclude_held_out(["a b"], [], "en") == ["a b"]
 
 
 def test_missing_fortunes_is_a_clear_error(tmp_path):
@@ -287,7 +288,7 @@ def test_too_many_speakers_is_a_clear_error(tmp_path):
 
 
 def test_many_training_speakers_reuse_variants_with_other_accents():
-    speakers = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))
+    speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))
     train = [s for s in speakers["train"] if s.engine == "espeak-ng"]
     assert len(speakers["train"]) == 300 and len({s.id for s in speakers["train"]}) == 300
     pairs = [(s.voice, s.variant) for s in train]
@@ -297,12 +298,12 @@ def test_many_training_speakers_reuse_variants_with_other_accents():
     held_out = {s.variant for split in ("dev", "test") for s in speakers[split] if s.variant}
     assert not variants & held_out  # dev and test voices stay unseen
     assert len({s.word_gap for s in train}) > 1
-    shared = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300, flite_share=0.1))["train"]
+    shared = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300, flite_share=0.1))["train"]
     flite = [s for s in shared if s.engine == "flite"]
     assert len(shared) == 300 and len(flite) == 30 and {s.voice for s in flite} == {"kal16", "awb", "rms"}
     assert max(s.pitch for s in flite) > 1.25  # up into the female range
     assert {s.formant for s in shared} == {1.0}  # formants only when asked
-    raised = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300, flite_share=0.1,
+    raised = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300, flite_share=0.1,
                                                  flite_formants=True))["train"]
     assert [s.id for s in raised] == [s.id for s in shared]
     assert [dataclasses.replace(s, formant=1.0) for s in raised] == shared  # nothing else moves
@@ -316,29 +317,29 @@ def test_variant_pitch_range_reads_the_pitch_line(tmp_path):
     (tmp_path / "inverted").write_text("name Auntie\ngender female\npitch 204 176\nflutter 12\n")
     (tmp_path / "spaced").write_text("language variant\npitch  65 115\n")
     (tmp_path / "none").write_text("name x\nformant 0 88 85 154\n")
-    assert tiny.variant_pitch_range(tmp_path / "inverted") == -28
-    assert tiny.variant_pitch_range(tmp_path / "spaced") == 50
-    assert tiny.variant_pitch_range(tmp_path / "none") is None
+    assert voices.variant_pitch_range(tmp_path / "inverted") == -28
+    assert voices.variant_pitch_range(tmp_path / "spaced") == 50
+    assert voices.variant_pitch_range(tmp_path / "none") is None
 
 
 def test_mandarin_leaves_out_variants_that_invert_the_tones():
     """espeak-ng's `aunty` (pitch 204 176) reverses every pitch movement: fine for English, but Mandarin's tones
     would come out inverted, so no Mandarin split has her (nor any other such variant); English keeps her."""
-    folder = tiny._espeak_data_dir("espeak-ng") / "voices" / "!v"
-    inverted = {v for v in tiny.FEMALE_VARIANTS + tiny.MALE_VARIANTS
-                if (folder / v).exists() and (tiny.variant_pitch_range(folder / v) or 1) <= 0}
+    folder = voices._espeak_data_dir("espeak-ng") / "voices" / "!v"
+    inverted = {v for v in voices.FEMALE_VARIANTS + voices.MALE_VARIANTS
+                if (folder / v).exists() and (voices.variant_pitch_range(folder / v) or 1) <= 0}
     assert "aunty" in inverted
-    zh = tiny.make_speakers(TinyCorpusConfig(out_dir="x", language="zh", train_speakers=200))
+    zh = voices.make_speakers(TinyCorpusConfig(out_dir="x", language="zh", train_speakers=200))
     used = {s.variant for split in zh.values() for s in split}
     assert not used & inverted
-    assert len(used) == len(tiny.FEMALE_VARIANTS + tiny.MALE_VARIANTS) - len(inverted)  # every other one
-    en = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))
+    assert len(used) == len(voices.FEMALE_VARIANTS + voices.MALE_VARIANTS) - len(inverted)  # every other one
+    en = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))
     assert "aunty" in {s.variant for split in en.values() for s in split}
 
 
 def test_flite_female_gives_extra_flite_speakers_a_womans_formants_and_pitch_together():
-    base = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, flite_share=0.2))
-    female = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, flite_share=0.2, flite_female=0.5))
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, flite_share=0.2))
+    female = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, flite_share=0.2, flite_female=0.5))
     assert female["dev"] == base["dev"] and female["test"] == base["test"]
     moved = [(b, f) for b, f in zip(base["train"], female["train"]) if b != f]
     assert all(b.id == f.id for b, f in zip(base["train"], female["train"]))
@@ -354,24 +355,24 @@ def test_flite_female_gives_extra_flite_speakers_a_womans_formants_and_pitch_tog
 
 def test_dev_and_test_voices_do_not_depend_on_the_training_size():
     # A corpus of more hours, speakers or flite voices is compared on the same dev and test voices.
-    base = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))
     for kw in ({"train_speakers": 600}, {"train_speakers": 300, "flite_share": 0.4}, {"train_speakers": 40}):
-        other = tiny.make_speakers(TinyCorpusConfig(out_dir="x", **kw))
+        other = voices.make_speakers(TinyCorpusConfig(out_dir="x", **kw))
         assert other["dev"] == base["dev"] and other["test"] == base["test"], kw
         assert len(other["train"]) == kw["train_speakers"]
 
 
-def _duration_f0_centroid(sp: tiny.Speaker) -> tuple[float, float, float]:
+def _duration_f0_centroid(sp: voices.Speaker) -> tuple[float, float, float]:
     """A speaker reading one sentence, measured: seconds, F0 (Hz, the pitch-gram's first ridge) and the spectral
     centroid (bins of the power spectrum)."""
     from deepspeech2.features import FeatureConfig, compute_features
 
     fc = FeatureConfig(pitch_bins=48)
     freqs = np.geomspace(fc.pitch_fmax, fc.pitch_fmin, fc.pitch_bins)
-    job = tiny._Job("train", 0, "the quick brown fox jumps over the lazy dog", sp, rate=1.0, pitch=sp.pitch,
+    job = synthesis.Job("train", 0, "the quick brown fox jumps over the lazy dog", sp, rate=1.0, pitch=sp.pitch,
                     amplitude=60, peak_dbfs=-3.0, lead=0.0, trail=0.0)
-    wav, sr = tiny._synthesize(job, "espeak-ng", shutil.which("flite"))
-    wav = tiny.trim_level_pad(wav, sr, -3.0, 0.0, 0.0)
+    wav, sr = synthesis.synthesize(job, "espeak-ng", shutil.which("flite"))
+    wav = synthesis.trim_level_pad(wav, sr, -3.0, 0.0, 0.0)
     feats = compute_features(wav, len(wav), fc)[0].numpy()
     gram = feats[:, fc.spectral_dim:]
     voiced = gram.max(axis=1) > 0.8
@@ -385,13 +386,13 @@ def test_flite_formant_shift_keeps_duration_and_pitch():
     flite output)."""
     measured = {}
     for k in (1.0, 1.2):
-        sp = tiny.Speaker("flite-awb-2", "flite", "awb", None, "M", rate=1.0, pitch=1.0, f0=110.0, formant=k)
+        sp = voices.Speaker("flite-awb-2", "flite", "awb", None, "M", rate=1.0, pitch=1.0, f0=110.0, formant=k)
         measured[k] = _duration_f0_centroid(sp)
     (d1, f1, c1), (d2, f2, c2) = measured[1.0], measured[1.2]
     assert abs(d2 / d1 - 1) < 0.03 and abs(np.log2(f2 / f1)) < 0.1  # under 1.2 semitones
     assert 1.1 < c2 / c1 < 1.3
-    unshifted = tiny._Job("train", 0, "x", dataclasses.replace(sp, formant=1.0), 1.0, 1.0, 60, -3.0, 0.0, 0.0)
-    payload = [tiny.SYNTH_VERSION, "x", {f: v for f, v in dataclasses.asdict(unshifted.speaker).items()
+    unshifted = synthesis.Job("train", 0, "x", dataclasses.replace(sp, formant=1.0), 1.0, 1.0, 60, -3.0, 0.0, 0.0)
+    payload = [synthesis.SYNTH_VERSION, "x", {f: v for f, v in dataclasses.asdict(unshifted.speaker).items()
                                          if f not in ("formant", "intonation", "breath")},
                1.0, 1.0, 60, -3.0, 0.0, 0.0]
     assert unshifted.key() == hashlib.sha1(json.dumps(payload).encode()).hexdigest()[:10]  # old files reused
@@ -401,7 +402,7 @@ def test_hibari_speakers_move_pitch_and_formants_apart():
     """hibari's man: F0 at the asked factor with the spectrum where it was; lowered formants move the spectrum
     down with F0 unchanged; duration stays (measured on hibari's output)."""
     def measure(**kw):
-        return _duration_f0_centroid(tiny.Speaker("hibari-heart-1", "hibari", "heart", None, "F", rate=1.0, **kw))
+        return _duration_f0_centroid(voices.Speaker("hibari-heart-1", "hibari", "heart", None, "F", rate=1.0, **kw))
 
     d0, f0, c0 = measure(pitch=1.0)
     d1, f1, c1 = measure(pitch=0.6)
@@ -414,11 +415,11 @@ def test_hibari_speakers_move_pitch_and_formants_apart():
 
 
 def test_job_parameters_depend_only_on_seed_and_index():
-    sp = tiny.Speaker("espeak-en-us-m1", "espeak-ng", "en-us", "m1", "M", rate=1.0, pitch=1.0)
-    a = [tiny._make_job("train", i, "hello there friend", sp, seed=0) for i in (5, 1, 3)]
-    b = [tiny._make_job("train", i, "hello there friend", sp, seed=0) for i in (1, 3, 5)]
+    sp = voices.Speaker("espeak-en-us-m1", "espeak-ng", "en-us", "m1", "M", rate=1.0, pitch=1.0)
+    a = [synthesis.make_job("train", i, "hello there friend", sp, seed=0) for i in (5, 1, 3)]
+    b = [synthesis.make_job("train", i, "hello there friend", sp, seed=0) for i in (1, 3, 5)]
     assert sorted(a, key=lambda j: j.index) == b
-    assert tiny._make_job("train", 1, "x", sp, seed=1) != tiny._make_job("train", 1, "x", sp, seed=0)
+    assert synthesis.make_job("train", 1, "x", sp, seed=1) != synthesis.make_job("train", 1, "x", sp, seed=0)
     assert len({j.key() for j in b}) == 3
     assert all(0.9 <= j.rate <= 1.1 and 0.9 <= j.pitch <= 1.1 for j in b)
 
@@ -433,14 +434,14 @@ def mixed(tmp_path_factory):
 def test_neural_voices_are_their_share_of_training_and_in_no_other_split(mixed):
     out, manifests = mixed
     info = json.loads((out / "speakers.json").read_text())
-    engines = {s: collections.Counter(sp["engine"] for sp in info["splits"][s]) for s in tiny.SPLITS}
+    engines = {s: collections.Counter(sp["engine"] for sp in info["splits"][s]) for s in voices.SPLITS}
     assert engines["train"] == {"hibari": 2, "piper": 2, "flite": 3, "espeak-ng": 1}
     assert engines["dev"].keys() == {"espeak-ng"} and engines["test"].keys() == {"espeak-ng", "flite"}
     heard = collections.Counter(u.speaker.split("-")[0] for u in manifests["train"])
     assert heard["hibari"] >= 2 and heard["piper"] >= 2  # the neural voices speak in the corpus
     # A voice is an engine's voice with its settings: no two speakers share one, within or across splits.
     settings = [json.dumps({k: v for k, v in sp.items() if k != "id"}, sort_keys=True)
-                for s in tiny.SPLITS for sp in info["splits"][s]]
+                for s in voices.SPLITS for sp in info["splits"][s]]
     assert len(set(settings)) == len(settings)
     assert set(info["engines"]) == {"espeak-ng", "flite", "hibari", "piper"}
     for u in manifests["train"]:
@@ -455,9 +456,9 @@ def test_neural_corpus_is_identical_for_the_same_seed(mixed, tmp_path):
 
 
 def test_neural_share_of_a_large_corpus_and_its_spreads():
-    speakers = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, flite_share=0.2,
+    speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, flite_share=0.2,
                                                    neural_share=0.3))
-    base = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, flite_share=0.2))
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, flite_share=0.2))
     assert speakers["dev"] == base["dev"] and speakers["test"] == base["test"]
     count = collections.Counter(sp.engine for sp in speakers["train"])
     assert count == {"hibari": 150, "piper": 150, "flite": 200, "espeak-ng": 500}
@@ -481,7 +482,7 @@ def test_voice_banks_are_their_share_of_training_in_no_other_split_and_identical
     config = dict(train_speakers=16, voicebank_share=0.7, hours=90 / 3600)
     manifests = prepare_tiny(_config(tmp_path / "a", **config))
     info = json.loads((tmp_path / "a" / "speakers.json").read_text())
-    engines = {s: collections.Counter(sp["engine"] for sp in info["splits"][s]) for s in tiny.SPLITS}
+    engines = {s: collections.Counter(sp["engine"] for sp in info["splits"][s]) for s in voices.SPLITS}
     assert engines["train"] == {"mbrola": 4, "rhvoice": 5, "pico": 2, "flite": 3, "espeak-ng": 2}
     assert engines["dev"].keys() == {"espeak-ng"} and engines["test"].keys() == {"espeak-ng", "flite"}
     banks = {(sp["engine"], sp["voice"]) for sp in info["splits"]["train"] if sp["engine"] in voicebanks.ENGINES}
@@ -496,9 +497,9 @@ def test_voice_banks_are_their_share_of_training_in_no_other_split_and_identical
 
 
 def test_voice_bank_share_of_a_large_corpus_and_its_spreads():
-    speakers = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, flite_share=0.1,
+    speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, flite_share=0.1,
                                                    neural_share=0.2, voicebank_share=0.2))
-    base = tiny.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, flite_share=0.1))
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, flite_share=0.1))
     assert speakers["dev"] == base["dev"] and speakers["test"] == base["test"]
     count = collections.Counter(sp.engine for sp in speakers["train"])
     assert count == {"mbrola": 80, "rhvoice": 100, "pico": 40, "hibari": 110, "piper": 110, "flite": 110,

@@ -21,13 +21,17 @@ import tensorflow as tf
 from deepspeech2.bundle import load_bundle
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.data.shards import ShardConfig, make_shards
-from deepspeech2.data.stats import compute_mean_std
 from deepspeech2.features import FeatureConfig
 from deepspeech2.model import DS1, TINY
-from deepspeech2.testing import make_manifest
-import deepspeech2.train as train_module
-from deepspeech2.train import TrainConfig, Trainer, learning_rate, train
+from deepspeech2.prepare.stats import compute_mean_std
+from deepspeech2.train import ctc, precision
+from deepspeech2.train.config import TrainConfig
+from deepspeech2.train.schedule import learning_rate
+import deepspeech2.train.trainer as train_module
+from deepspeech2.train.trainer import Trainer, train
 from deepspeech2.vocab import Vocabulary
+
+from factories import make_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -240,7 +244,7 @@ def test_learning_rate_cosine_anneal():
 
 def test_sparse_ctc_matches_tf_and_keras_reference():
     from deepspeech2.model import ctc_loss
-    from deepspeech2.train import sparse_ctc_loss
+    from deepspeech2.train.ctc import sparse_ctc_loss
 
     rng = np.random.default_rng()
     logits = rng.normal(size=(4, 30, 29)).astype(np.float32)
@@ -271,9 +275,9 @@ def test_labels_longer_than_cudnn_allows_fall_back_to_tf_kernel(monkeypatch, lab
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(train_module.tf.nn, "ctc_loss", spy)
+    monkeypatch.setattr(ctc.tf.nn, "ctc_loss", spy)
     # Eager: tf.cond runs only the branch the guard picks.
-    ours = train_module.sparse_ctc_loss(labels, lengths, logits, logit_lengths, gpu=True)
+    ours = ctc.sparse_ctc_loss(labels, lengths, logits, logit_lengths, gpu=True)
     assert bool(calls) == uses_cudnn_path
     np.testing.assert_allclose(ours.numpy(), reference.numpy(), rtol=1e-4)
 
@@ -302,15 +306,15 @@ def test_bf16_mixed_precision(data, tmp_path):
     ({"avx512_bf16"}, [(8, 0), (6, 1)], ""),  # the oldest GPU decides: a Pascal has neither
 ])
 def test_auto_mixed_precision_picks_what_the_hardware_computes(cpu_flags, gpus, expected):
-    assert train_module.resolve_mixed_precision("auto", cpu_flags, gpus) == expected
+    assert precision.resolve_mixed_precision("auto", cpu_flags, gpus) == expected
     for policy in ("", "mixed_bfloat16", "mixed_float16"):  # an explicit policy is kept as given
-        assert train_module.resolve_mixed_precision(policy, cpu_flags, gpus) == policy
+        assert precision.resolve_mixed_precision(policy, cpu_flags, gpus) == policy
     with pytest.raises(ValueError, match="mixed_precision"):
-        train_module.resolve_mixed_precision("bf16", cpu_flags, gpus)
+        precision.resolve_mixed_precision("bf16", cpu_flags, gpus)
 
 
 def test_auto_mixed_precision_trains_with_this_machines_policy(data, tmp_path, capsys):
-    expected = train_module.resolve_mixed_precision("auto")  # this machine's CPU flags, as the trainer reads
+    expected = precision.resolve_mixed_precision("auto")  # this machine's CPU flags, as the trainer reads
     config = dataclasses.replace(_config(data, tmp_path / "auto", epochs=1, mixed_precision="auto",
                                          dev_shards=()), verbose=1)
     result = train(config)
@@ -393,9 +397,9 @@ _REPLICAS = textwrap.dedent("""
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    import deepspeech2.train as T
     from deepspeech2.data.pipeline import PipelineConfig
     from deepspeech2.model import TINY
+    import deepspeech2.train.trainer as T
 
     data, out, scenario = sys.argv[1:4]
 
@@ -533,7 +537,8 @@ def test_two_workers_stay_identical(data, tmp_path):
         import sys, numpy as np
         from deepspeech2.data.pipeline import PipelineConfig
         from deepspeech2.model import TINY
-        from deepspeech2.train import TrainConfig, train
+        from deepspeech2.train.config import TrainConfig
+        from deepspeech2.train.trainer import train
         d = {str(data)!r}
         config = TrainConfig(workdir={str(tmp_path / 'run')!r}, train_shards=(d + "/shards",),
                              vocab_path=d + "/vocab.txt", normalizer_path=d + "/mean_std.npz", model=TINY,
@@ -616,7 +621,8 @@ _WORKER = textwrap.dedent("""
     import sys, numpy as np
     from deepspeech2.data.pipeline import PipelineConfig
     from deepspeech2.model import TINY
-    from deepspeech2.train import TrainConfig, train
+    from deepspeech2.train.config import TrainConfig
+    from deepspeech2.train.trainer import train
     d, workdir, out = sys.argv[1:4]
     config = TrainConfig(workdir=workdir, train_shards=(d + "/shards",), vocab_path=d + "/vocab.txt",
                          normalizer_path=d + "/mean_std.npz", model=TINY, model_name="tiny",

@@ -168,7 +168,7 @@ def test_cli_end_to_end(tmp_path, lm_path):
     from deepspeech2.bundle import save_bundle
     from deepspeech2.features import FeatureConfig, Normalizer
     from deepspeech2.model import TINY, build_model
-    from deepspeech2.testing import make_manifest
+    from factories import make_manifest
 
     config = FeatureConfig()
     normalizer = Normalizer(np.zeros(config.dim, np.float32), np.ones(config.dim, np.float32), config)

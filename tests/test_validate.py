@@ -6,22 +6,23 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from deepspeech2.audio import DURATION_TOLERANCE, load_audio, save_wav
+from deepspeech2.audio import DURATION_TOLERANCE, load_audio, save_wav, speech_like_clip
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.data.shards import ShardConfig, load_index, make_shards, read_shards, shard_paths
-from deepspeech2.data.stats import compute_mean_std
-from deepspeech2.data.validate import ValidationConfig, validate_manifest, write_clean
 from deepspeech2.features import FeatureConfig, compute_features
 from deepspeech2.model import DS2_SMALL, TINY
-from deepspeech2.testing import make_clip, make_manifest
+from deepspeech2.prepare.stats import compute_mean_std
+from deepspeech2.prepare.validate import ValidationConfig, validate_manifest, write_clean
 from deepspeech2.vocab import Vocabulary
+
+from factories import make_manifest
 
 
 def _broken_manifest(tmp_path):
     manifest, utts = make_manifest(tmp_path, n=3)
     wav = tmp_path / "wav"
     sf.write(wav / "stereo.wav", np.zeros((16000, 2)) + 0.1, 16000, subtype="PCM_16")
-    sf.write(wav / "8k.wav", make_clip(1.0, sample_rate=8000), 8000, subtype="PCM_16")
+    sf.write(wav / "8k.wav", speech_like_clip(1.0, sample_rate=8000), 8000, subtype="PCM_16")
     (wav / "corrupt.wav").write_bytes(b"RIFF not really a wav")
     sf.write(wav / "silent.wav", np.zeros(16000), 16000, subtype="PCM_16")
     lines = manifest.read_text().splitlines()
@@ -128,7 +129,7 @@ def test_a_symlinked_data_folder_through_validate_clean_and_shards(tmp_path):
 
 def _talk(tmp_path):
     """A 10 s 'talk': a quiet first 2 s, then loud; returns its path and int16 samples."""
-    quiet, loud = 0.1 * make_clip(2.0, seed=1), make_clip(8.0, seed=2)
+    quiet, loud = 0.1 * speech_like_clip(2.0, seed=1), speech_like_clip(8.0, seed=2)
     save_wav(tmp_path / "talk.wav", np.concatenate([quiet, loud]))
     return tmp_path / "talk.wav", sf.read(tmp_path / "talk.wav", dtype="int16")[0]
 
@@ -175,14 +176,15 @@ def test_tools_agree_on_what_they_convert_and_on_one_duration_tolerance(tmp_path
     # (an MP3 decoded a few tens of ms longer or shorter), and farther ones are skipped by all three.
     wav = tmp_path / "wav"
     wav.mkdir()
-    sf.write(wav / "22k.wav", make_clip(1.0, sample_rate=22050), 22050, subtype="PCM_16")
-    sf.write(wav / "stereo.wav", np.stack([make_clip(1.0), make_clip(1.0, seed=3)], 1), 16000, subtype="PCM_16")
+    sf.write(wav / "22k.wav", speech_like_clip(1.0, sample_rate=22050), 22050, subtype="PCM_16")
+    sf.write(wav / "stereo.wav", np.stack([speech_like_clip(1.0), speech_like_clip(1.0, seed=3)], 1), 16000,
+             subtype="PCM_16")
     lines = [{"audio_filepath": "wav/22k.wav", "duration": 1.0, "text": "resampled"},
              {"audio_filepath": "wav/stereo.wav", "duration": 1.0, "text": "downmixed"}]
     tol = DURATION_TOLERANCE
     for i, (seconds, ok) in enumerate([(1.0 + 0.3 * tol, True), (1.0 - 0.3 * tol, True),
                                        (1.0 + 1.5 * tol, False), (1.0 - 1.5 * tol, False)]):
-        save_wav(wav / f"mp3_{i}.wav", make_clip(seconds, seed=10 + i))
+        save_wav(wav / f"mp3_{i}.wav", speech_like_clip(seconds, seed=10 + i))
         lines.append({"audio_filepath": f"wav/mp3_{i}.wav", "duration": 1.0, "text": "ok" if ok else "off"})
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -284,7 +286,7 @@ NEEDS_25_REPEATS = "aabcdefghijklmnopqrstuvw"  # 24 characters, but the "aa" nee
 
 
 def _one_second(tmp_path, lines):
-    save_wav(tmp_path / "one.wav", make_clip(1.0))
+    save_wav(tmp_path / "one.wav", speech_like_clip(1.0))
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps({"audio_filepath": "one.wav", "duration": 1.0, "text": t, **extra})
                                 + "\n" for t, extra in lines))

@@ -323,12 +323,12 @@ def test_ds2_eval_and_ds2_infer_give_the_same_timed_words(tmp_path):
     # accuracy: its words are all wrong, so the expected calibration error is the mean confidence).
     from deepspeech2.bundle import load_bundle, save_bundle
     from deepspeech2.data.manifest import read_manifest
-    from deepspeech2.data.stats import compute_mean_std
     from deepspeech2.decode import Decoder
     from deepspeech2.evaluate import EvalConfig, evaluate
     from deepspeech2.inference import transcribe
     from deepspeech2.model import build_model
-    from deepspeech2.testing import make_manifest
+    from deepspeech2.prepare.stats import compute_mean_std
+    from factories import make_manifest
 
     manifest, _ = make_manifest(tmp_path, n=2)
     stats = compute_mean_std([manifest], FeatureConfig())

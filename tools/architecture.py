@@ -4,8 +4,9 @@
     python tools/architecture.py --png F    # draw the stages and the imports between them into F
 
 A module may import its own stage and the stages above it in `STAGES`, never one below: data never reaches the
-Keras model, decode needs no model code (so the server can use it), export never imports serving, and only the CLIs
-(bin/) import absl. tests/test_architecture.py runs `violations` on the repository.
+Keras model, the online input pipeline (data) never imports the offline preparation (prepare), decode needs no model
+code (so the server can use it), export never imports serving, and only the CLIs (bin/) import absl.
+tests/test_architecture.py runs `violations` on the repository.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ STAGES = (
     ("features", ("deepspeech2.feature_config", "deepspeech2.features")),
     ("geometry", ("deepspeech2.model.config", "deepspeech2.model.geometry")),
     ("decode", ("deepspeech2.decode",)),
-    ("data", ("deepspeech2.data", "deepspeech2.testing")),
+    ("data", ("deepspeech2.data",)),
+    ("prepare", ("deepspeech2.prepare",)),
     ("model", ("deepspeech2.model",)),
     ("inference", ("deepspeech2.bundle", "deepspeech2.streaming", "deepspeech2.inference")),
     ("train", ("deepspeech2.train", "deepspeech2.evaluate")),

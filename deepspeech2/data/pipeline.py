@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from deepspeech2.audio import MAX_DURATION
-from deepspeech2.data.augment import Augmentation
+from deepspeech2.data.augment.augmentation import Augmentation
 from deepspeech2.data.shards import load_index, parse_example, shard_problem
 from deepspeech2.features import FeatureConfig, Normalizer, featurize, frame_lengths, num_frames
 from deepspeech2.model.config import ModelConfig

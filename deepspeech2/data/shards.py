@@ -31,10 +31,9 @@ import tensorflow as tf
 
 from deepspeech2.audio import MAX_DURATION, PCM_SCALE, SAMPLE_RATE, to_pcm16
 from deepspeech2.data.manifest import TooLongError, Utterance, load_utterance, open_manifest, parse_line
-from deepspeech2.data.validate import model_name
 from deepspeech2.features import FeatureConfig
 from deepspeech2.fileio import atomic_path, make_parent, write_json
-from deepspeech2.model.config import ModelConfig
+from deepspeech2.model.config import ModelConfig, model_name
 from deepspeech2.model.geometry import ctc_label_steps, output_steps
 from deepspeech2.progress import progress_bar
 from deepspeech2.vocab import Vocabulary

@@ -199,6 +199,12 @@ def preset(name: str) -> ModelConfig:
     return PRESETS[name]
 
 
+def model_name(model: ModelConfig) -> str:
+    """The preset name of `model`, or a description of its front end for messages."""
+    name = next((k for k, v in PRESETS.items() if v == model), None)
+    return name or f"custom (time stride {model.time_stride})"
+
+
 def load_model_config(spec: str) -> ModelConfig:
     """A model for command lines: a preset name (one of `PRESETS`), the path of a model_config.json (as
     written next to checkpoints and in bundles; `ModelConfig.from_dict`), or a folder holding one.

@@ -3,7 +3,7 @@ r"""Which part of a flite voice the model fails on: its pitch, its vocal tract, 
     .venv/bin/python examples/tiny/voice_probe.py --manifest data/tiny/dev.clean.jsonl --model_dir runs/tiny/model
 
 Reads the first --num_sentences sentences of --manifest with flite voices under the tiny corpus' own
-transforms (`tiny._synthesize`: formants k times higher, F0 set apart), writes one manifest per setting
+transforms (`synthesis.synthesize`: formants k times higher, F0 set apart), writes one manifest per setting
 under --out, and scores each with the model, greedy: the test voice `slt` as it is, with a man's pitch,
 with a man's formants and with both; the training voices `awb` and `kal16` as they are and made women.
 Give it dev sentences: the voices are what is probed, and test sentences are for reporting only.
@@ -31,13 +31,13 @@ def main(argv=None) -> int:
     ap.add_argument("--num_sentences", type=int, default=40)
     args = ap.parse_args(argv)
 
-    from deepspeech2.data import tiny
     from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
     from deepspeech2.evaluate import EvalConfig, evaluate
+    from deepspeech2.prepare import sentences, synthesis, voices
 
     flite = shutil.which("flite")
     if flite is None:
-        sys.exit(f"voice_probe: flite not found; {tiny.APT_HINT}")
+        sys.exit(f"voice_probe: flite not found; {sentences.APT_HINT}")
     utts = read_manifest(args.manifest)[:args.num_sentences]
     if not utts:
         sys.exit(f"voice_probe: {args.manifest} has no utterances")
@@ -45,12 +45,12 @@ def main(argv=None) -> int:
     manifests = []
     for voice, f0, k, pitch in SETTINGS:
         name = f"{voice}-k{k}-f0{round(f0 * pitch)}"
-        sp = tiny.Speaker(id=name, engine="flite", voice=voice, variant=None, gender="F", rate=1.0, pitch=pitch,
+        sp = voices.Speaker(id=name, engine="flite", voice=voice, variant=None, gender="F", rate=1.0, pitch=pitch,
                           f0=f0, formant=k)
         rows = []
         for i, u in enumerate(utts):
-            job = tiny._make_job("dev", i, u.text, sp, seed=7)
-            duration, _ = tiny._render(job, out, "espeak-ng", flite)
+            job = synthesis.make_job("dev", i, u.text, sp, seed=7)
+            duration, _ = synthesis.render(job, out, "espeak-ng", flite)
             rows.append(Utterance(audio_filepath=str(job.path(out).resolve()), duration=round(duration, 4),
                                   text=u.text, speaker=name))
         manifests.append(str(out / f"{name}.jsonl"))

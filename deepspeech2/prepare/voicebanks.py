@@ -17,7 +17,7 @@ fine for training a research model, worth reading before a product is trained on
 
 One voice becomes many speakers by its rate, its pitch and a vocal-tract factor `formant` = k: the engine speaks k
 times slower and k times lower and its output is read as if sampled k times faster (flite's formant shift in
-deepspeech2/data/tiny.py), so the rate and pitch come out as asked and every formant is k times higher. All three
+synthesis.py), so the rate and pitch come out as asked and every formant is k times higher. All three
 are much faster than real time on one core (MBROLA about 400x, Pico 250x, RHVoice 40x).
 
 MBROLA and Pico run as a process per utterance. RHVoice runs in this process, through its C library (Debian's

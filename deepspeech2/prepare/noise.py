@@ -1,7 +1,7 @@
 """Synthetic noise and room impulse responses, so the tiny corpus can be augmented without downloads.
 
 `prepare_noise` writes coloured noise, babble (from a speech manifest) and synthetic RIRs as 16-bit WAVs
-with the two manifests that `noise` and `impulse` augmentation entries read (deepspeech2/data/augment.py).
+with the two manifests that `noise` and `impulse` augmentation entries read (deepspeech2/data/augment/waveform.py).
 `noisy_copy` mixes a manifest with that noise at a fixed SNR range: a noisy dev or test set.
 """
 
@@ -282,7 +282,7 @@ def noisy_copy(
     """
     import tensorflow as tf
 
-    from deepspeech2.data.augment import NoisePerturb
+    from deepspeech2.data.augment.waveform import NoisePerturb
     from deepspeech2.data.manifest import load_utterance
 
     low, high = snr_db

@@ -21,7 +21,7 @@ from deepspeech2.audio import MAX_DURATION, SAMPLE_RATE, audio_info
 from deepspeech2.data.manifest import (Utterance, audio_span, duration_mismatch, open_manifest, parse_line,
                                        write_dropped, write_manifest)
 from deepspeech2.feature_config import FeatureConfig
-from deepspeech2.model.config import DS2_SMALL, PRESETS, ModelConfig
+from deepspeech2.model.config import DS2_SMALL, ModelConfig, model_name
 from deepspeech2.model.geometry import ctc_label_steps, output_steps
 from deepspeech2.progress import progress_bar
 from deepspeech2.vocab import Vocabulary
@@ -45,12 +45,6 @@ class ValidationConfig:
     max_duration: float | None = MAX_DURATION  # longer lines are a warning: make-shards, compute-stats and
     # training skip them (evaluation takes them); None: no warning
     num_workers: int = 4  # threads (soundfile releases the GIL)
-
-
-def model_name(model: ModelConfig) -> str:
-    """The preset name of `model`, or a description of its front end for messages."""
-    name = next((k for k, v in PRESETS.items() if v == model), None)
-    return name or f"custom (time stride {model.time_stride})"
 
 
 def samples_used(u: Utterance, file_rate: int, file_frames: int, sample_rate: int) -> int:

@@ -1,4 +1,7 @@
-"""Small factories shared by the tests: generated clips and manifests (no data download, no TTS)."""
+"""Small factories shared by the tests: manifests of generated clips (`deepspeech2.audio.speech_like_clip`: no data
+download, no TTS), the offline model's log-probabilities, and the modules a piece of code loads.
+
+The tests import it as `factories` (pytest puts tests/ on the path); bench/ scripts put tests/ on theirs."""
 
 from __future__ import annotations
 
@@ -9,22 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from deepspeech2.audio import SAMPLE_RATE, save_wav
+from deepspeech2.audio import save_wav, speech_like_clip
 from deepspeech2.data.manifest import Utterance, write_manifest
 
 TEXTS = ("hello world", "the cat sat on the mat", "speech recognition", "it's a test", "deep speech two",
          "one two three four five six", "a quick brown fox", "jumps over the lazy dog")
-
-
-def make_clip(seconds: float, seed: int = 0, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
-    """A speech-like float32 clip: a few harmonics with a wobbling pitch plus a little noise."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * sample_rate)) / sample_rate
-    f0 = rng.uniform(90, 220) * (1 + 0.05 * np.sin(2 * np.pi * rng.uniform(1, 4) * t))
-    phase = 2 * np.pi * np.cumsum(f0) / sample_rate
-    wav = sum(np.sin(k * phase) / k for k in range(1, 6)) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t) ** 2)
-    wav = 0.3 * wav / np.max(np.abs(wav)) + 0.01 * rng.standard_normal(len(t))
-    return wav.astype(np.float32)
 
 
 def make_manifest(directory: str | os.PathLike, n: int = 4, min_seconds: float = 0.8, max_seconds: float = 2.0,
@@ -36,7 +28,7 @@ def make_manifest(directory: str | os.PathLike, n: int = 4, min_seconds: float =
     for i in range(n):
         seconds = float(np.round(rng.uniform(min_seconds, max_seconds), 2))
         path = directory / "wav" / f"utt{i:03d}.wav"
-        save_wav(path, make_clip(seconds, seed=seed * 1000 + i))
+        save_wav(path, speech_like_clip(seconds, seed=seed * 1000 + i))
         utts.append(Utterance(str(path), seconds, TEXTS[i % len(TEXTS)], speaker=f"spk{i % 2}", language="en"))
     manifest = directory / name
     write_manifest(manifest, utts)

@@ -14,7 +14,7 @@ One voice becomes many speakers (`NeuralVoice`):
   `speed`. A man is the woman's F0 halved and her formants lowered 10-20%.
 - Piper gives a waveform only: a speaker is its rate and a vocal-tract factor `formant` = k, synthesized k times
   slower and read as if sampled k times faster, so pitch and formants rise by k and the rate comes out as asked
-  (flite's formant shift in deepspeech2/data/tiny.py). Its generator noise is off (noise_scale and noise_w 0): ONNX
+  (flite's formant shift in synthesis.py). Its generator noise is off (noise_scale and noise_w 0): ONNX
   Runtime cannot seed the model's random ops per call, and the corpus must be byte-identical for a seed.
 
 Each engine is loaded once per process, on first use, with one ONNX Runtime thread per call: the corpus runs one

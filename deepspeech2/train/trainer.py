@@ -1,39 +1,6 @@
-"""Training: one `strategy.run` loop for every strategy (one device, all local GPUs, many machines).
-
-Keras 3's `Model.fit` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585), so this is a
-custom loop: tf.data batches -> `strategy.run(replica step)` -> CTC -> gradients -> a Keras optimizer's
-`update_step`, with `tf.train.CheckpointManager` checkpoints (model, optimizer, step, epoch and position in
-the epoch) and `tf.summary` for TensorBoard. The flax `main.py` pattern: `bin/ds2_train.py` parses flags
-into a `TrainConfig` and calls `train(config)`.
-
-The step is synchronous SGD done by hand rather than through `optimizer.apply`, because in Keras 3.15 the
-optimizer clips `global_clipnorm` on each replica's partial gradient before it sums them, and
-`LossScaleOptimizer` decides "finite" from replica 0's gradients alone. Here every replica all-reduces the
-gradients itself, so all of them hold the global batch's gradient; its true global norm is clipped and
-logged; and the update is applied, or skipped on every replica together (BatchNorm moving statistics
-restored too), from one all-reduced decision. Sequence-wise BN is synchronized across replicas
-(`deepspeech2.model.layers.cross_replica_sum`), so N replicas train the model one device would train on
-the same global batch.
-
-Work directory layout:
-    checkpoints/   tf.train checkpoints, every `checkpoint_every_steps` and at each epoch end, each with a
-                   ckpt-N.data_order.json beside it: what fixes the order of the epoch's batches (`data_order`),
-                   compared on resume. Every worker of a cluster resumes from here; the others write theirs to
-                   workertemp_<task id>/, which nobody reads (TF's multi-worker checkpoint layout)
-    model/         the bundle of the epoch with the best dev WER (DS2 §5), or CER for a vocabulary without
-                   spaces (Mandarin, DS2 §6.2; its WER counts characters, so the two agree); the last epoch
-                   without dev data
-    last/          the bundle of the last finished epoch, or of the step `max_train_minutes` ended on
-                   (`deepspeech2.bundle`)
-    averaged/      with `average_epochs` N > 1: the bundle of the mean weights of the last N epochs (ESPnet's
-                   and PaddleSpeech's checkpoint averaging); it becomes model/ too when it scores better on dev.
-                   epochs/ holds the N epochs' weights it is made from; average.json its dev WER/CER.
-    tensorboard/   train/ and dev/ event files
-    epochs.json    one record per finished epoch: mean train loss, dev WER/CER, time, and the loss of each
-                   block of `log_every_steps` steps within it (`loss_curve`: [epochs done, loss]; the PNG);
-                   a run stopped by `max_train_minutes` adds one for its unfinished epoch ("partial": true)
-    learning_curve.png
-"""
+"""`train(config)` and `Trainer`: one training run, from set-up and restore to the replica step, the epoch loop
+and each epoch's end (dev scores, bundles, checkpoints). The package docstring has the loop's design and the
+work directory's layout."""
 
 from __future__ import annotations
 
@@ -43,11 +10,8 @@ import hashlib
 import json
 import logging
 import math
-import os
 import shutil
-import signal
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import keras
@@ -55,203 +19,28 @@ import numpy as np
 import tensorflow as tf
 
 from deepspeech2.bundle import init_from, save_bundle
-from deepspeech2.data.augment import parse_augmentation
-from deepspeech2.data.pipeline import PipelineConfig, count_infeasible, make_dataset
+from deepspeech2.data.augment.config import parse_augmentation
+from deepspeech2.data.pipeline import count_infeasible, make_dataset
 from deepspeech2.data.shards import load_index, read_shards
 from deepspeech2.features import FeatureConfig, Normalizer
 from deepspeech2.fileio import atomic_write, exclusive_lock, write_json
-from deepspeech2.metrics import cer, wer
-from deepspeech2.decode import greedy_decode
 from deepspeech2.model import ModelConfig, build_model
 from deepspeech2.progress import step_bar
+from deepspeech2.train.config import TrainConfig
+from deepspeech2.train.ctc import sparse_ctc_loss
+from deepspeech2.train.dev import evaluate
+from deepspeech2.train.learning_curve import plot_learning_curve
+from deepspeech2.train.precision import resolve_mixed_precision
+from deepspeech2.train.resume import DATA_ORDER_SUFFIX, data_order, order_changes, read_data_order, restore_checkpoint
+from deepspeech2.train.schedule import learning_rate, make_optimizer
+from deepspeech2.train.strategy import Preempted, is_chief, is_chief_process, num_workers, select_strategy
 from deepspeech2.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
 
 BENCHMARK_SKIP_STEPS = 10  # steps left out of the final throughput figure (tracing, warm-up)
-MIXED_POLICIES = ("", "mixed_bfloat16", "mixed_float16", "auto")
-BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of CPUs with native bf16 matmuls
-OPTIMIZERS = ("adam", "sgd")
-LR_SCHEDULES = ("exponential", "cosine")
-CUDNN_MAX_LABEL_LENGTH = 256  # cuDNN's CTC fails (an unexplained launch failure) on longer label sequences
 FP16_INITIAL_SCALE = 2.0**15  # dynamic loss scaling for mixed_float16, as Keras's LossScaleOptimizer
 FP16_GROWTH_STEPS = 2000  # finite steps in a row before the loss scale doubles
-DATA_ORDER_SUFFIX = ".data_order.json"  # beside each checkpoint: checkpoints/ckpt-N.data_order.json
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything one training run needs. Saved as `train_config.json` in the model bundle."""
-
-    workdir: str  # checkpoints, TensorBoard logs and the model bundle go here
-    train_shards: tuple[str, ...]  # shard folders (ds2-make-shards) to train on
-    vocab_path: str  # vocabulary file (ds2-build-vocab); its size sets the softmax
-    normalizer_path: str  # mean_std.npz (ds2-compute-stats); its feature config is the model's
-    dev_shards: tuple[str, ...] = ()  # evaluated (greedy WER/CER) at the end of each epoch
-    model: ModelConfig = field(default_factory=ModelConfig)  # architecture (vocab/feature dims are set here)
-    model_name: str = "ds2-small"  # preset name, for logs and the benchmark line
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)  # batching and ordering
-    augmentation_path: str = ""  # seed-format augmentation JSON; "" = none
-    epochs: int = 20  # passes over the training data
-    optimizer: str = "adam"  # "adam", or "sgd" with Nesterov momentum (DS2 §3.1)
-    learning_rate: float = 5e-4  # peak learning rate, reached after warm-up
-    momentum: float = 0.99  # sgd only (DS2 §3.1)
-    warmup_steps: int = 500  # linear warm-up from 0
-    lr_schedule: str = "exponential"  # "exponential": times `lr_decay` an epoch (DS2); "cosine": a half cosine
-    # from the peak in the first epoch to `lr_final` times it in the last (`epochs` sets its length)
-    lr_decay: float = 1 / 1.2  # exponential: multiply the learning rate by this after each epoch (DS2 §3.1: 1.2)
-    lr_final: float = 0.02  # cosine: the last epoch's rate as a fraction of the peak
-    clipnorm: float = 400.0  # global gradient-norm clip (0 = off)
-    mixed_precision: str = ""  # "", "mixed_bfloat16", "mixed_float16" or "auto" (`resolve_mixed_precision`)
-    jit_compile: bool = False  # XLA-compile the train step
-    checkpoint_every_steps: int = 500  # also at each epoch's end
-    keep_checkpoints: int = 3
-    max_bad_batches: int = 5  # this many non-finite batches in a row stop the job
-    log_every_steps: int = 10  # summaries and ips lines
-    histograms: bool = False  # weight histograms in TensorBoard at each epoch
-    num_examples: int = 3  # decoded dev examples written to TensorBoard as text
-    init_model_path: str = ""  # fine-tune: start from this model bundle (layers matched by name and shape)
-    restart_epoch: bool = False  # resume the checkpoint's weights, optimizer and step, but start its epoch over
-    # at batch 0: needed to resume mid-epoch after a change to what orders the batches (`data_order`)
-    benchmark_batch_size: int = 0  # > 0: override the batch size and log every step
-    benchmark_max_step: int = 0  # > 0: stop after this many steps
-    max_train_minutes: float = 0.0  # > 0: a wall-clock budget; the step that uses it up is the last, then dev
-    # is evaluated and the bundles saved as at an epoch end (bench/ablations.py gives each variant the same)
-    average_epochs: int = 0  # > 1: after the last epoch, average the weights of the last this many epochs
-    seed: int = 0
-    verbose: int = 1  # 0 quiet, 1 progress bar per epoch, 2 one line per logged step
-
-    def __post_init__(self):
-        if not self.train_shards:
-            raise ValueError("`train_shards` is empty; give at least one shard folder from ds2-make-shards")
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"`optimizer` must be one of {OPTIMIZERS}, got {self.optimizer!r}")
-        if self.mixed_precision not in MIXED_POLICIES:
-            raise ValueError(f"`mixed_precision` must be one of {MIXED_POLICIES}, got {self.mixed_precision!r}")
-        for name in ("epochs", "checkpoint_every_steps", "max_bad_batches", "log_every_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)!r}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"`learning_rate` must be > 0, got {self.learning_rate!r}")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"`lr_schedule` must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
-        if not 0 < self.lr_decay <= 1:
-            raise ValueError(f"`lr_decay` must be in (0, 1], got {self.lr_decay!r}")
-        if not 0 <= self.lr_final <= 1:
-            raise ValueError(f"`lr_final` must be in [0, 1], got {self.lr_final!r}")
-        if self.average_epochs < 0 or self.average_epochs > self.epochs:
-            raise ValueError(f"`average_epochs` must be in [0, epochs={self.epochs}] (0 or 1: no averaging), got "
-                             f"{self.average_epochs!r}")
-        if not self.max_train_minutes >= 0:
-            raise ValueError(f"`max_train_minutes` must be >= 0 (0 = no budget), got {self.max_train_minutes!r}")
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["model"], d["pipeline"] = self.model.to_dict(), dataclasses.asdict(self.pipeline)
-        return d
-
-
-def learning_rate(config: TrainConfig, step, epoch):
-    """The learning rate at global `step` (0-based) in `epoch` (0-based): linear warm-up to the peak over
-    `warmup_steps`, times the epoch's anneal factor: `lr_decay ** epoch` (DS2 §3.1 anneals by 1.2 after each
-    epoch), or for `lr_schedule="cosine"` a half cosine from 1 in the first epoch to `lr_final` in the last
-    (epoch `epochs - 1`; later epochs of a run extended on resume stay at `lr_final`).
-
-    Tied to the real epoch counter, so the anneal follows the data whatever the batch size, `batch_frames`
-    or replica count, and a resumed run continues the same curve. Works on Python numbers and on tensors.
-    """
-    span = max(config.epochs - 1, 1)
-    if isinstance(step, (int, float)) and isinstance(epoch, (int, float)):
-        warm = min(1.0, (step + 1) / max(config.warmup_steps, 1))
-        if config.lr_schedule == "cosine":
-            cos = 0.5 * (1.0 + math.cos(math.pi * min(epoch / span, 1.0)))
-            return config.learning_rate * warm * (config.lr_final + (1.0 - config.lr_final) * cos)
-        return config.learning_rate * warm * config.lr_decay**epoch
-    step, epoch = tf.cast(step, tf.float32), tf.cast(epoch, tf.float32)
-    warm = tf.minimum(1.0, (step + 1.0) / max(config.warmup_steps, 1))
-    if config.lr_schedule == "cosine":
-        cos = 0.5 * (1.0 + tf.cos(math.pi * tf.minimum(epoch / span, 1.0)))
-        return config.learning_rate * warm * (config.lr_final + (1.0 - config.lr_final) * cos)
-    return config.learning_rate * warm * tf.pow(config.lr_decay, epoch)
-
-
-def sparse_ctc_loss(labels, label_lengths, logits, logit_lengths, gpu: bool | None = None) -> tf.Tensor:
-    """Per-utterance CTC loss through TF's C++ kernels with sparse labels (blank = 0).
-
-    Same values as `deepspeech2.model.ctc_loss` (the backend-neutral `keras.ops` version), but ~25x
-    faster on CPU (9 ms against 236 ms for 16 x 124 steps x 60 labels, forward and backward): the
-    training loop is TF-only anyway, so it uses this one.
-
-    On a GPU, `tf.nn.ctc_loss` runs cuDNN's CTC, which fails with an unexplained launch failure on label
-    sequences longer than 256 (`CUDNN_MAX_LABEL_LENGTH`); a batch holding one falls back to TF's own
-    kernel (run on the CPU), so long utterances still train.
-
-    Args:
-        labels: `(batch, max_labels)` int, 0-padded.
-        label_lengths: `(batch,)` int.
-        logits: `(batch, time, vocab)`.
-        logit_lengths: `(batch,)` int.
-        gpu: whether the cuDNN kernel may be chosen; None = whether TF sees a GPU.
-
-    Returns:
-        `(batch,)` fp32 losses.
-    """
-    mask = tf.sequence_mask(label_lengths, tf.shape(labels)[1])
-    indices = tf.where(mask)
-    sparse = tf.SparseTensor(indices, tf.gather_nd(tf.cast(labels, tf.int32), indices),
-                             tf.cast(tf.shape(labels), tf.int64))
-    logits = tf.cast(logits, tf.float32)
-
-    def any_kernel():  # cuDNN on a GPU (TF's implementation selector), TF's kernel elsewhere
-        return tf.nn.ctc_loss(sparse, logits, None, logit_lengths, logits_time_major=False, blank_index=0)
-
-    def tf_kernel():  # TF's own kernel, for any label length; it wants the blank last
-        rolled = tf.concat([logits[:, :, 1:], logits[:, :, :1]], axis=-1)
-        shifted = tf.SparseTensor(sparse.indices, sparse.values - 1, sparse.dense_shape)
-        return tf.compat.v1.nn.ctc_loss(shifted, rolled, logit_lengths, time_major=False,
-                                        ignore_longer_outputs_than_inputs=True)
-
-    if gpu is None:
-        gpu = bool(tf.config.list_logical_devices("GPU"))
-    if not gpu:
-        return any_kernel()
-    return tf.cond(tf.reduce_max(label_lengths) <= CUDNN_MAX_LABEL_LENGTH, any_kernel, tf_kernel)
-
-
-def select_strategy() -> tf.distribute.Strategy:
-    """MultiWorkerMirrored when TF_CONFIG names a cluster, Mirrored over several GPUs, else one device."""
-    if "cluster" in json.loads(os.environ.get("TF_CONFIG", "{}")):
-        return tf.distribute.MultiWorkerMirroredStrategy()
-    gpus = tf.config.list_logical_devices("GPU")
-    if len(gpus) > 1:
-        return tf.distribute.MirroredStrategy()
-    return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
-
-
-def _is_chief_process() -> bool:
-    """Whether TF_CONFIG makes this process the chief (worker 0 without a "chief" task), before any strategy."""
-    tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))
-    task, cluster = tf_config.get("task", {}), tf_config.get("cluster", {})
-    if not cluster:
-        return True
-    return task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index", 0) == 0
-                                           and "chief" not in cluster)
-
-
-def is_chief(strategy: tf.distribute.Strategy) -> bool:
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not resolver.task_type:
-        return True
-    return resolver.task_type == "chief" or (resolver.task_type == "worker" and resolver.task_id == 0
-                                             and "chief" not in resolver.cluster_spec().as_dict())
-
-
-def make_optimizer(config: TrainConfig) -> keras.optimizers.Optimizer:
-    """Adam, or SGD with Nesterov momentum (DS2 §3.1). No clipping or loss scaling inside: the train step
-    does both on the all-reduced gradients, and passes `learning_rate(...)` to each update."""
-    if config.optimizer == "adam":
-        return keras.optimizers.Adam(config.learning_rate)
-    return keras.optimizers.SGD(config.learning_rate, momentum=config.momentum, nesterov=True)
 
 
 def resolve_model_config(model: ModelConfig, feature_config: FeatureConfig, vocab: Vocabulary) -> ModelConfig:
@@ -272,114 +61,6 @@ def resolve_model_config(model: ModelConfig, feature_config: FeatureConfig, voca
     return dataclasses.replace(model, vocab_size=vocab.size)
 
 
-def data_order(pipeline: PipelineConfig, train_shards, feature_config: FeatureConfig, augmentation_path: str,
-               usable_utterances: int, replicas: int, workers: int) -> dict:
-    """What fixes the order of an epoch's batches, besides the epoch number: resuming mid-epoch skips the
-    checkpoint's batches of the rebuilt epoch, which is only right when none of these changed.
-
-    `make_dataset` merges the duration-sorted shards (SortaGrad's first epoch) or shuffles blocks of them with
-    `seed` + epoch, splits the files over the workers, drops utterances by duration and CTC feasibility (the
-    model's time stride; `usable_utterances` counts what is left), buckets them by feature frames, and batches
-    them by `batch_size` over the replicas or by `batch_frames` per replica. Waveform augmentation (speed
-    perturbation) changes lengths, hence buckets and feasibility.
-
-    Args:
-        pipeline: the pipeline the epoch is read with (after `benchmark_batch_size`).
-        train_shards: the shard folders; their indexes give the files, record counts and durations.
-        feature_config: its window and hop turn durations into the frames buckets and `batch_frames` count.
-        augmentation_path: `TrainConfig.augmentation_path`: a file, a JSON string or "".
-        usable_utterances: utterances left after the duration and CTC-feasibility filters.
-        replicas: `num_replicas_in_sync`.
-        workers: input pipelines (the workers of a cluster; 1 on one machine).
-
-    Returns:
-        A flat dict of JSON values, with strings free of commas so that a change reads on one line.
-    """
-    entries = [(Path(s["path"]).name, s["count"], s.get("durations")) for d in train_shards
-               for s in load_index(d)["shards"]]
-    shards = hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:12]
-    augmentation = "none"
-    if augmentation_path:
-        path = Path(augmentation_path)
-        text = path.read_bytes() if path.is_file() else augmentation_path.encode()
-        augmentation = f"sha256 {hashlib.sha256(text).hexdigest()[:12]}"
-    return {
-        "batch_size": None if pipeline.batch_frames else pipeline.batch_size,  # batch_frames overrides it
-        "batch_frames": pipeline.batch_frames, "seed": pipeline.seed, "sortagrad": pipeline.sortagrad,
-        "num_buckets": pipeline.num_buckets, "shuffle_buffer": pipeline.shuffle_buffer,
-        "shuffle_block": pipeline.shuffle_block, "min_duration": pipeline.min_duration,
-        "max_duration": pipeline.max_duration, "drop_remainder": pipeline.drop_remainder,
-        "replicas": replicas, "workers": workers,
-        "shards": f"{len(entries)} files of {sum(e[1] for e in entries)} utterances (sha256 {shards})",
-        "usable_utterances": usable_utterances,
-        "frames": f"{feature_config.window_ms:g} ms windows every {feature_config.hop_ms:g} ms at "
-                  f"{feature_config.sample_rate} Hz",
-        "augmentation": augmentation,
-    }
-
-
-def _num_workers(strategy: tf.distribute.Strategy) -> int:
-    resolver = getattr(strategy, "cluster_resolver", None)
-    spec = resolver.cluster_spec().as_dict() if resolver is not None else {}
-    return max(1, len(spec.get("worker", [])) + len(spec.get("chief", [])))
-
-
-class _Preempted:
-    """SIGTERM sets a flag. The step all-reduces it, so every worker of a cluster learns of one worker's SIGTERM
-    at the same step; they all checkpoint that step and stop."""
-
-    def __init__(self):
-        self.flag = False
-        self._previous = signal.signal(signal.SIGTERM, self._handle)
-
-    def _handle(self, signum, frame):
-        self.flag = True
-
-    def restore(self):
-        signal.signal(signal.SIGTERM, self._previous)
-
-
-def _cpu_flags() -> set[str]:
-    """The CPU feature flags of /proc/cpuinfo's first processor; empty where there is no such file."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return set()
-
-
-def resolve_mixed_precision(policy: str, cpu_flags: set[str] | None = None,
-                            gpu_capabilities: list[tuple[int, int]] | None = None) -> str:
-    """The policy "auto" stands for on this machine; any other policy is returned as it is.
-
-    "auto" picks the fastest policy the hardware computes natively: "mixed_bfloat16" on GPUs of compute
-    capability 8.0 or newer and on CPUs with AVX512-BF16 or AMX (bf16 matmuls there are 1.25-2x faster than
-    fp32); "mixed_float16" on older GPUs with fp16 tensor cores (7.0+); float32 ("") everywhere else. A CPU
-    without bf16 instructions emulates them: measured on a 2-core AVX2 EPYC, the tiny recipe trained 1.75x
-    slower in mixed_bfloat16 than in float32.
-
-    Args:
-        policy: a `MIXED_POLICIES` entry.
-        cpu_flags: the CPU's feature flags; None = read /proc/cpuinfo.
-        gpu_capabilities: (major, minor) compute capability of each visible GPU; None = ask TensorFlow.
-    """
-    if policy not in MIXED_POLICIES:
-        raise ValueError(f"`mixed_precision` must be one of {MIXED_POLICIES}, got {policy!r}")
-    if policy != "auto":
-        return policy
-    if gpu_capabilities is None:
-        gpu_capabilities = [tuple(tf.config.experimental.get_device_details(gpu).get("compute_capability")
-                                  or (0, 0)) for gpu in tf.config.list_physical_devices("GPU")]
-    if gpu_capabilities:
-        oldest = min(gpu_capabilities)
-        return "mixed_bfloat16" if oldest >= (8, 0) else "mixed_float16" if oldest >= (7, 0) else ""
-    flags = _cpu_flags() if cpu_flags is None else cpu_flags
-    return "mixed_bfloat16" if flags & set(BF16_CPU_FLAGS) else ""
-
-
 def train(config: TrainConfig) -> dict:
     """Train (or resume); returns the model and a summary: steps, epochs, losses, dev WER/CER, throughput.
 
@@ -390,7 +71,7 @@ def train(config: TrainConfig) -> dict:
     """
     if config.mixed_precision == "auto":
         config = dataclasses.replace(config, mixed_precision=resolve_mixed_precision("auto"))
-        if config.verbose and _is_chief_process():
+        if config.verbose and is_chief_process():
             print(f"--mixed_precision auto: {config.mixed_precision or 'float32'} (bf16 only where the hardware "
                   "computes it natively)", flush=True)
     previous_policy = keras.mixed_precision.global_policy()
@@ -399,7 +80,7 @@ def train(config: TrainConfig) -> dict:
     try:
         # Two trainers on one workdir would interleave their checkpoints and TensorBoard steps: hold a lock
         # (the chief only: the other workers of a cluster write to temporary folders).
-        with exclusive_lock(config.workdir, "a ds2-train") if _is_chief_process() else contextlib.nullcontext():
+        with exclusive_lock(config.workdir, "a ds2-train") if is_chief_process() else contextlib.nullcontext():
             return Trainer(config).fit()
     finally:
         keras.mixed_precision.set_global_policy(previous_policy)  # the policy is process-global
@@ -458,7 +139,7 @@ class Trainer:
             if not pipeline.batch_frames else None
         self.data_order = data_order(pipeline, config.train_shards, self.feature_config, config.augmentation_path,
                                      total - self.infeasible, self.strategy.num_replicas_in_sync,
-                                     _num_workers(self.strategy))
+                                     num_workers(self.strategy))
 
         with self.strategy.scope():
             self.model = build_model(config.model, name=config.model_name.replace("-", "_"))
@@ -532,7 +213,7 @@ class Trainer:
             ValueError: mid-epoch, what orders the epoch's batches changed, and `restart_epoch` is off.
         """
         config = self.config
-        _restore(self.checkpoint, path)
+        restore_checkpoint(self.checkpoint, path)
         step, epoch, batch = (int(v.numpy()) for v in (self.step, self.epoch, self.position))
         logger.info("resumed from %s: step %d, epoch %d, batch %d", path, step, epoch, batch)
         if config.verbose:
@@ -545,13 +226,12 @@ class Trainer:
                 print(f"--restart_epoch: epoch {epoch + 1} starts over (the checkpoint stopped at its batch {batch})",
                       flush=True)
             return
-        saved = _read_data_order(path)
+        saved = read_data_order(path)
         if saved is None:
             logger.warning("%s has no readable %s (written by an older ds2-train?): resuming at batch %d assumes "
                            "the epoch's batches come in the same order", path, DATA_ORDER_SUFFIX, batch)
             return
-        changes = [f"{key} {_show(saved[key])} -> {_show(value)}" for key, value in self.data_order.items()
-                   if key in saved and saved[key] != value]
+        changes = order_changes(saved, self.data_order)
         if changes:
             raise ValueError(
                 f"checkpoint {Path(path).name} stopped at batch {batch} of epoch {epoch + 1}, and what orders that "
@@ -668,7 +348,7 @@ class Trainer:
         if int(self.epoch.numpy()) >= config.epochs and config.verbose and self.chief:
             print(f"{self.workdir} is already trained to epoch {int(self.epoch.numpy())} (--epochs {config.epochs}); "
                   "nothing to do")
-        preempted = _Preempted()
+        preempted = Preempted()
         self.deadline = time.perf_counter() + 60 * config.max_train_minutes if config.max_train_minutes else None
         self.out_of_time = False
         try:
@@ -692,7 +372,7 @@ class Trainer:
                 "best_dev_metric": self.vocab.metric,
                 "model": self.model, **self.history}
 
-    def _run_epoch(self, epoch: int, preempted: _Preempted) -> bool:
+    def _run_epoch(self, epoch: int, preempted: Preempted) -> bool:
         """Train one epoch (from the saved position when resuming); returns True when the job must stop."""
         config, chief = self.config, self.chief
         skip = int(self.position.numpy())
@@ -906,47 +586,6 @@ class Trainer:
         }
 
 
-def _restore(checkpoint: tf.train.Checkpoint, path: str) -> None:
-    """Restore a training checkpoint. One written before the model's variables were saved by path lacks the
-    front end's BN statistics: it still resumes, with a warning."""
-    checkpoint.restore(path).assert_existing_objects_matched()
-    if not any(name.startswith("model_variables/") for name, _ in tf.train.list_variables(path)):
-        logger.warning("%s is from an older ds2-train that didn't save every model variable: the BatchNorm "
-                       "statistics of the conv front end restart from their initial values and re-converge "
-                       "during the next epoch", path)
-
-
-def _read_data_order(checkpoint: str) -> dict | None:
-    """The `data_order` saved beside `checkpoint`; None without one (an older ds2-train) or when unreadable."""
-    try:
-        return json.loads(Path(checkpoint + DATA_ORDER_SUFFIX).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _show(value) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def evaluate(eval_fn, shard_dirs, feature_config, normalizer, vocab, pipeline: PipelineConfig,
-             num_examples: int = 3) -> tuple[float, float, list[tuple[str, str]]]:
-    """Greedy-decode the shards; returns (WER, CER, a few (reference, hypothesis) pairs).
-
-    Scored by `deepspeech2.metrics` as ds2-eval and ds2-tune score, by `vocab.spaced`: for a vocabulary without
-    a space (Mandarin) a word is a character, so the dev WER equals the dev CER (before, the dev WER counted
-    whitespace-separated "words", a whole sentence for unspaced Mandarin).
-    """
-    refs, hyps = [], []
-    ds = make_dataset(shard_dirs, feature_config, normalizer, None, pipeline, training=False, keep_text=True)
-    for features, lengths, _, _, text in ds:
-        outputs = eval_fn(features, lengths)
-        for ids, ref in zip(greedy_decode(outputs["logits"], outputs["output_lengths"]), text.numpy()):
-            refs.append(ref.decode("utf-8"))
-            hyps.append(vocab.decode(ids))
-    return (wer(refs, hyps, spaced=vocab.spaced), cer(refs, hyps, spaced=vocab.spaced),
-            list(zip(refs, hyps))[:num_examples])
-
-
 def _audio_summary(shard_dirs, augmentation, sample_rate: int) -> None:
     record = next(iter(read_shards([str(Path(shard_dirs[0]) / load_index(shard_dirs[0])["shards"][0]["path"])])))
     wav, length = augmentation.apply_waveform(record["audio"], record["num_samples"])
@@ -960,45 +599,3 @@ def _read_epochs(workdir: Path) -> list[dict]:
     except json.JSONDecodeError:
         logger.warning("%s is not valid JSON; starting a new one", path)
         return []
-
-
-def plot_learning_curve(epochs: list[dict], png: str | Path) -> None:
-    """Train loss and dev WER/CER per epoch, as a PNG (written atomically)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from deepspeech2.fileio import atomic_path
-
-    x = [e["epoch"] for e in epochs]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    curve = [point for e in epochs for point in e.get("loss_curve") or ()]  # x in epochs done
-    if curve:  # within each epoch, so that a run of few long epochs still shows how it learned
-        ax.plot([c[0] for c in curve], [c[1] for c in curve], "-", color="tab:blue", alpha=0.35, lw=1,
-                label="train loss (CTC, blocks of steps)")
-    ax.plot(x, [e["train_loss"] for e in epochs], "o-", color="tab:blue", label="train loss (CTC, epoch mean)")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("train loss", color="tab:blue")
-    ax.set_xticks(([0] if curve else []) + x)
-    means = [e["train_loss"] for e in epochs if e["train_loss"] is not None]
-    if curve and means:  # the first blocks' loss (an untrained model) would flatten the rest
-        ax.set_ylim(0, 1.5 * max(means))
-    handles = ax.get_legend_handles_labels()
-    if any(e["dev_wer"] is not None for e in epochs):
-        err = ax.twinx()
-        err.plot(x, [100 * e["dev_wer"] if e["dev_wer"] is not None else None for e in epochs], "s-",
-                 color="tab:red", label="dev WER (greedy)")
-        err.plot(x, [100 * e["dev_cer"] if e["dev_cer"] is not None else None for e in epochs], "^-",
-                 color="tab:orange", label="dev CER (greedy)")
-        err.set_ylabel("dev error rate (%)")
-        err.set_ylim(0, max(100, *(100 * e["dev_wer"] for e in epochs if e["dev_wer"] is not None)))
-        h2 = err.get_legend_handles_labels()
-        handles = (handles[0] + h2[0], handles[1] + h2[1])
-    ax.legend(*handles, loc="upper right", fontsize=8)
-    ax.set_title("learning curve")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    with atomic_path(png) as tmp:
-        fig.savefig(tmp, format="png")
-    plt.close(fig)

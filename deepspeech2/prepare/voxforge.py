@@ -22,9 +22,9 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from deepspeech2.data.corpora._common import (Entry, Skip, build_split, find_root, no_layout, normalized,
-                                              read_text_lines, select_splits)
 from deepspeech2.data.manifest import Utterance
+from deepspeech2.prepare.importer import (Entry, Skip, build_split, find_root, no_layout, normalized,
+                                          read_text_lines, select_splits)
 from deepspeech2.text import normalize_english
 
 CORPUS = "voxforge"

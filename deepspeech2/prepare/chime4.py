@@ -39,10 +39,10 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from deepspeech2.data.corpora._common import (Entry, Skip, build_split, find_root, no_layout, normalized,
-                                              read_text_lines, select_splits)
-from deepspeech2.data.corpora.wsj import normalize_wsj, read_dot_transcripts
 from deepspeech2.data.manifest import Utterance
+from deepspeech2.prepare.importer import (Entry, Skip, build_split, find_root, no_layout, normalized,
+                                          read_text_lines, select_splits)
+from deepspeech2.prepare.wsj import normalize_wsj, read_dot_transcripts
 
 CORPUS = "chime4"
 SETS = ("tr05", "dt05", "et05")

@@ -37,8 +37,8 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.data.tiny import zh_sentences
 from deepspeech2.fileio import atomic_path, atomic_write, write_json
+from deepspeech2.prepare.sentences import zh_sentences
 from deepspeech2.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -220,7 +220,7 @@ def _hash(codes: np.ndarray, length: int) -> np.ndarray:
     return h
 
 
-def prepare_poetry_text(config: PoetryTextConfig) -> PoetryTextReport:
+def prepare_poetry(config: PoetryTextConfig) -> PoetryTextReport:
     """Writes `config.out` (one normalized sentence a line) and `<out>.json` (the report); see the module
     docstring.
 

@@ -1,0 +1,339 @@
+"""The tiny synthetic corpus: Debian fortunes read aloud by espeak-ng, flite, neural voices and voice banks.
+
+It is the default data of the demo, so the whole pipeline runs with no download:
+
+    out/train.jsonl, dev.jsonl, test.jsonl     manifests (speaker, engine and language set, paths relative)
+    out/wav/<split>/<speaker>/<id>.wav         16 kHz mono 16-bit audio
+    out/lm_text.txt                            normalized fortunes sentences, less any containing a dev/test one
+    out/speakers.json                          the speaker split and the generation parameters
+
+Sentences come from the `fortunes` (English) or `fortunes-zh` (Mandarin, Simplified characters only)
+Debian packages, split, cleaned and normalized (deepspeech2/text.py). A *speaker* is a fixed
+(engine, voice, variant) combination, e.g. espeak-ng `en-gb-scotland` + variant `m3`, or flite `slt`,
+with its own base rate and pitch; each utterance jitters rate, pitch and level around them. Train, dev
+and test are disjoint by sentence and by speaker: the dev and test speakers use espeak variants that
+training never hears, the test split alone has the Caribbean accent (`en-029`) and a flite voice (`slt`,
+flite's only woman: flite has four usable voices, and a model that hears two of them learns those two rather
+than flite's way of speaking, so training gets three and dev none). Mandarin uses espeak-ng's
+`cmn-latn-pinyin` voice with the variants as speakers, less those whose inverted pitch range reverses the tones.
+`neural_share` of the training speakers are neural voices (deepspeech2/prepare/neural.py: hibari's woman and
+Piper's man, spread into many speakers by pitch, intonation, vocal-tract length, breathiness and rate), and
+`voicebank_share` are voice banks of real people (deepspeech2/prepare/voicebanks.py: MBROLA's, RHVoice's and Pico's
+eleven English voices, spread by rate, pitch, vocal-tract length and gender); dev and test have neither, so no
+test voice is ever a training voice. The synthesizers read the normalized transcript itself,
+so audio and text always agree.
+
+Everything derives from `seed` by utterance index (a job's sentence, speaker and parameters never depend
+on the order in which workers finish), and the synthesizers are deterministic, so the same seed gives
+byte-identical audio and manifests. Each WAV is written atomically under a name that hashes its content
+(text, voice, parameters), so an interrupted run resumes by reusing what exists; manifests are written
+last. A split stops as soon as the accepted utterances (an in-order prefix of the job list) reach its
+duration target; WAVs under `out/wav` that no manifest lists (renders past the target, another seed) are
+removed. A failed utterance is skipped, counted in the log and in speakers.json.
+
+The stages, a module each: sentences.py (fortunes -> normalized sentences, the LM text less dev and test),
+voices.py (the speakers of each split), synthesis.py (one utterance: its draws, its synthesizer, its trimming and
+level, its channel), and here the corpus (the sentences of each split, the jobs rendered in order on
+`num_workers` threads up to each split's duration, the manifests, lm_text.txt and speakers.json).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import itertools
+import logging
+import math
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from deepspeech2.data.manifest import Utterance, write_manifest
+from deepspeech2.fileio import atomic_write, write_json
+from deepspeech2.prepare import neural, voicebanks
+from deepspeech2.prepare.sentences import APT_HINT, FORTUNES_DIR, exclude_held_out, load_sentences
+from deepspeech2.prepare.synthesis import (ESPEAK_AMPLITUDE, ESPEAK_DEFAULT_WPM, PAD_SECONDS, PEAK_DBFS, SYNTH_VERSION,
+                                           UTT_JITTER, Job, make_job, render)
+from deepspeech2.prepare.voices import FLITE_VOICES, SPEAKER_PITCH, SPEAKER_RATE, SPLITS, Speaker, make_speakers
+from deepspeech2.progress import progress_bar
+
+log = logging.getLogger(__name__)
+
+# The fewest seconds an utterance can last (3 short words at the fastest rate plus padding): dev and test
+# reserve `minutes * 60 / MIN_UTT_SECONDS` sentences, so they never run out before their target.
+MIN_UTT_SECONDS = 0.75
+DURATION_DECIMALS = 4  # manifests store seconds to 0.1 ms (manifest.Utterance.to_json); so do we
+# A synthesizer that fails this often is broken (not one odd sentence): stop with its error.
+MAX_FAILURES = 20
+
+
+@dataclass(frozen=True)
+class TinyCorpusConfig:
+    """How to synthesize the tiny corpus. Equal configs give identical corpora."""
+
+    out_dir: str | os.PathLike  # where manifests, wav/, lm_text.txt and speakers.json go
+    hours: float = 1.0  # hours of TRAIN audio; generation stops once reached
+    dev_minutes: float = 5.0  # minutes of dev audio
+    test_minutes: float = 5.0  # minutes of test audio
+    seed: int = 0  # the same seed gives the same sentences, speakers, parameters and audio
+    language: str = "en"  # "en" (fortunes, espeak-ng + flite) or "zh" (fortunes-zh, espeak-ng Mandarin)
+    num_workers: int = 2  # synthesizer processes running at once
+    min_words: int = 3  # en: shortest sentence, in words
+    max_words: int = 15  # en: longest sentence, in words
+    min_chars: int = 4  # zh: shortest sentence, in characters
+    max_chars: int = 20  # zh: longest sentence, in characters
+    common_chars: int = 0  # zh: only sentences made of fortunes-zh's N most frequent characters, so that an
+    # hour of audio shows each character often enough to learn it (docs/experiments.md, Mandarin); 0: all
+    train_speakers: int = 40  # speakers in train (en: 3 of them flite voices); beyond the number of training
+    # variants, espeak-ng speakers reuse variants with other accents, rates, pitches and word gaps
+    dev_speakers: int = 8  # unseen speakers in dev (en: espeak-ng only)
+    test_speakers: int = 8  # unseen speakers in test (en: 1 flite voice)
+    use_flite: bool = True  # en: add the flite voices to the speaker pool
+    flite_share: float = 0.0  # en: at least this fraction of the training speakers are flite voices (its
+    # three training voices again with other rates and pitches); 0: each training flite voice once
+    flite_formants: bool = False  # en: those extra flite speakers also get formants up to 25% higher
+    # (FLITE_EXTRA_FORMANT), toward the female range none of flite's training voices has
+    flite_female: float = 0.0  # en: this share of the extra flite speakers get a woman's formants and pitch
+    # together (FLITE_FEMALE_FORMANT, FLITE_FEMALE_PITCH): flite's three training voices are men
+    neural_share: float = 0.0  # en: this fraction of the training speakers are neural voices (NEURAL_VOICES in
+    # turn, each speaker its own pitch, intonation, vocal tract, breathiness and rate); 0: none
+    voicebank_share: float = 0.0  # en: this fraction of the training speakers are voice banks of real people
+    # (deepspeech2/prepare/voicebanks.py: MBROLA, RHVoice, Pico; VOICES in turn, each its own rate, pitch, vocal
+    # tract and gender); 0: none
+    channel_share: float = 0.0  # this fraction of the training utterances are heard through a recording channel
+    # (deepspeech2/prepare/channel.py: MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean
+    fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
+    progress: bool = True  # show a progress bar per split
+
+    def __post_init__(self):
+        if self.language not in ("en", "zh"):
+            raise ValueError(f"`language` must be 'en' or 'zh', got {self.language!r}")
+        for name in ("hours", "dev_minutes", "test_minutes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"`{name}` must be a positive number, got {value!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"`seed` must be a non-negative integer, got {self.seed!r}")
+        if not isinstance(self.num_workers, int) or self.num_workers < 1:
+            raise ValueError(f"`num_workers` must be an integer >= 1, got {self.num_workers!r}")
+        if not 0 <= self.flite_share < 1:
+            raise ValueError(f"`flite_share` must be in [0, 1), got {self.flite_share!r}")
+        if not 0 <= self.neural_share < 1 or not 0 <= self.flite_share + self.neural_share < 1:
+            raise ValueError(f"`neural_share` must be in [0, 1) and leave room for espeak-ng voices beside "
+                             f"`flite_share` ({self.flite_share}), got {self.neural_share!r}")
+        if not 0 <= self.voicebank_share < 1 or not self.flite_share + self.neural_share + self.voicebank_share < 1:
+            raise ValueError(f"`voicebank_share` must be in [0, 1) and leave room for espeak-ng voices beside "
+                             f"`flite_share` ({self.flite_share}) and `neural_share` ({self.neural_share}), got "
+                             f"{self.voicebank_share!r}")
+        for name in ("neural_share", "voicebank_share"):
+            if getattr(self, name) and self.language != "en":
+                raise ValueError(f"`{name}` ({getattr(self, name)}) is for English (`language`='en'), got "
+                                 f"`language`={self.language!r}")
+        if isinstance(self.channel_share, bool) or not isinstance(self.channel_share, (int, float)) \
+                or not 0 <= self.channel_share <= 1:
+            raise ValueError(f"`channel_share` must be in [0, 1], got {self.channel_share!r}")
+        if not 0 <= self.flite_female <= 1:
+            raise ValueError(f"`flite_female` must be in [0, 1], got {self.flite_female!r}")
+        if not 1 <= self.min_words <= self.max_words:
+            raise ValueError(f"need 1 <= `min_words` <= `max_words`, got {self.min_words!r} and {self.max_words!r}")
+        if not 1 <= self.min_chars <= self.max_chars:
+            raise ValueError(f"need 1 <= `min_chars` <= `max_chars`, got {self.min_chars!r} and {self.max_chars!r}")
+        if isinstance(self.common_chars, bool) or not isinstance(self.common_chars, int) or self.common_chars < 0:
+            raise ValueError(f"`common_chars` must be an int >= 0 (0: every character), got {self.common_chars!r}")
+        if self.common_chars and self.language != "zh":
+            raise ValueError(f"`common_chars` ({self.common_chars}) is for Mandarin (`language`='zh'), got "
+                             f"`language`={self.language!r}")
+        for split in SPLITS:
+            n = getattr(self, f"{split}_speakers")
+            flite = len(FLITE_VOICES[split]) if self.language == "en" and self.use_flite else 0
+            if not isinstance(n, int) or n < flite + 1:
+                raise ValueError(f"`{split}_speakers` must be an integer >= {flite + 1} (the {flite} flite "
+                                 f"voice(s) plus at least one espeak-ng voice), got {n!r}")
+
+
+@dataclass
+class _SplitResult:
+    utterances: list[Utterance]
+    seconds: float = 0.0
+    reused: int = 0
+    failed: list[str] = dataclasses.field(default_factory=list)  # "index: error"
+    exhausted: bool = False  # ran out of sentences before reaching the target
+
+
+def _run_split(jobs: Iterator[Job], target_seconds: float, out_dir: Path, language: str,
+               pool: concurrent.futures.Executor, window: int, espeak: str, flite: str | None,
+               progress: bool, desc: str) -> _SplitResult:
+    """Render jobs in order until the accepted prefix lasts `target_seconds`; at most `window` in flight."""
+    result = _SplitResult([])
+    pending: dict[int, tuple[Job, concurrent.futures.Future]] = {}
+    next_commit = 0
+    jobs = iter(jobs)
+    exhausted = False
+    bar = progress_bar(total=round(target_seconds), unit="s", desc=desc, show=progress, leave=False)
+    try:
+        while result.seconds < target_seconds:
+            while not exhausted and len(pending) < window:
+                job = next(jobs, None)
+                if job is None:
+                    exhausted = True
+                    break
+                pending[job.index] = (job, pool.submit(render, job, out_dir, espeak, flite))
+            if next_commit not in pending:
+                result.exhausted = True
+                break
+            job, future = pending.pop(next_commit)
+            next_commit += 1
+            try:
+                duration, reused = future.result()
+            except Exception as e:  # one bad utterance is skipped, counted and reported
+                result.failed.append(f"{job.index} ({job.speaker.id}, {job.text!r}): {e}")
+                log.warning("tiny %s: skipped utterance %d: %s", job.split, job.index, e)
+                if len(result.failed) >= MAX_FAILURES and len(result.failed) > len(result.utterances):
+                    raise RuntimeError(f"synthesis keeps failing ({len(result.failed)} of {next_commit} "
+                                       f"utterances); the last error: {e}") from None
+                continue
+            duration = round(duration, DURATION_DECIMALS)
+            result.utterances.append(Utterance(
+                audio_filepath=str(job.path(out_dir)), duration=duration, text=job.text,
+                speaker=job.speaker.id, language=language, extra={"engine": job.speaker.engine}))
+            result.seconds += duration
+            result.reused += reused
+            bar.update(min(round(result.seconds), round(target_seconds)) - bar.n)
+    finally:
+        bar.close()
+        for _, future in pending.values():  # work past the target: not part of the corpus
+            future.cancel()
+        concurrent.futures.wait([f for _, f in pending.values()])
+    return result
+
+
+def _jobs(split: str, sentences: Sequence[str], speakers: Sequence[Speaker], seed: int,
+          cycle: bool, channel_share: float = 0.0) -> Iterator[Job]:
+    """Jobs in order: sentence i (cycled for train) read by speakers in turn, shifted every cycle so a
+    repeated sentence gets a different speaker."""
+    indices = itertools.count() if cycle else range(len(sentences))
+    for i in indices:
+        sentence = sentences[i % len(sentences)]
+        speaker = speakers[(i + i // len(sentences)) % len(speakers)]
+        yield make_job(split, i, sentence, speaker, seed, channel_share)
+
+
+def _remove_orphans(wav_root: Path, keep: set[Path]) -> int:
+    """Delete WAVs (and temp files of interrupted writes) under `wav_root` that no manifest lists."""
+    removed = 0
+    if not wav_root.is_dir():
+        return 0
+    for path in sorted(wav_root.rglob("*")):
+        if path.is_file() and (path.name.endswith(".tmp") or (path.suffix == ".wav" and path.resolve() not in keep)):
+            path.unlink()
+            removed += 1
+    for d in sorted((p for p in wav_root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        if not any(d.iterdir()):
+            d.rmdir()
+    return removed
+
+
+def _tool(name: str) -> str:
+    exe = shutil.which(name)
+    if exe is None:
+        raise FileNotFoundError(f"`{name}` is not on PATH; {APT_HINT}")
+    return exe
+
+
+def _version(exe: str) -> str:
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True)
+    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else "?"
+
+
+def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
+    """Synthesize the tiny corpus into `config.out_dir` (see the module docstring for the layout).
+
+    Safe to run again: existing WAVs are reused, so an interrupted run resumes, and a finished one is
+    rebuilt from its files in seconds. WAVs no manifest lists (from another seed or size) are removed.
+
+    Returns:
+        `{"train": [...], "dev": [...], "test": [...]}` utterances (absolute audio paths).
+
+    Raises:
+        FileNotFoundError: espeak-ng, flite or the fortunes files are missing.
+        ValueError: too few sentences or variants for the requested sizes.
+        RuntimeError: the synthesizer fails on most utterances (it is broken, not one sentence).
+    """
+    out_dir = Path(config.out_dir).expanduser().resolve()
+    espeak = _tool("espeak-ng")
+    flite = _tool("flite") if config.language == "en" and config.use_flite else None
+    en = config.language == "en"
+    lo, hi = (config.min_words, config.max_words) if en else (config.min_chars, config.max_chars)
+    everything = load_sentences(config.language, config.fortunes_dir, None if en else config.max_chars)
+    pool = [s for s in everything if lo <= (len(s.split()) if en else len(s)) <= hi]
+    if config.common_chars:
+        counts = collections.Counter("".join(everything))
+        common = {c for c, _ in counts.most_common(config.common_chars)}
+        pool = [s for s in pool if common.issuperset(s)]
+    pool = [pool[i] for i in np.random.default_rng([config.seed, 0]).permutation(len(pool))]
+    reserve = {s: math.ceil(getattr(config, f"{s}_minutes") * 60 / MIN_UTT_SECONDS) for s in ("dev", "test")}
+    if reserve["dev"] + reserve["test"] >= len(pool):
+        raise ValueError(f"`dev_minutes` + `test_minutes` ({config.dev_minutes} + {config.test_minutes}) need up to "
+                         f"{reserve['dev'] + reserve['test']} sentences, but only {len(pool)} fit the length limits")
+    sentences = {"dev": pool[:reserve["dev"]], "test": pool[reserve["dev"]:reserve["dev"] + reserve["test"]],
+                 "train": pool[reserve["dev"] + reserve["test"]:]}
+    speakers = make_speakers(config, espeak)
+    neural_engines = sorted({sp.engine for split in speakers.values() for sp in split if sp.engine in neural.ENGINES})
+    versions = {engine: neural.load(engine) for engine in neural_engines}
+    bank_engines = sorted({sp.engine for sp in speakers["train"] if sp.engine in voicebanks.ENGINES})
+    if bank_engines and voicebanks.missing():
+        raise FileNotFoundError(f"`voicebank_share` needs {', '.join(voicebanks.missing())}, not on PATH; "
+                                f"{voicebanks.APT_HINT}")
+    versions |= {engine: voicebanks.version(engine) for engine in bank_engines}
+    targets = {"train": config.hours * 3600, "dev": config.dev_minutes * 60, "test": config.test_minutes * 60}
+
+    results = {}
+    with concurrent.futures.ThreadPoolExecutor(config.num_workers, thread_name_prefix="tiny") as pool_:
+        for split in ("dev", "test", "train"):
+            results[split] = _run_split(
+                _jobs(split, sentences[split], speakers[split], config.seed, cycle=split == "train",
+                      channel_share=config.channel_share),
+                targets[split], out_dir, config.language, pool_, 4 * config.num_workers, espeak, flite,
+                config.progress, f"tiny {config.language} {split}")
+            r = results[split]
+            log.info("tiny %s: %d utterances, %.1f min (%d reused, %d failed)", split, len(r.utterances),
+                     r.seconds / 60, r.reused, len(r.failed))
+            if r.exhausted:
+                log.warning("tiny %s: ran out of sentences at %.1f of %.1f min", split, r.seconds / 60,
+                            targets[split] / 60)
+
+    held_out = {u.text for s in ("dev", "test") for u in results[s].utterances}
+    with atomic_write(out_dir / "lm_text.txt") as f:
+        for text in exclude_held_out(everything, held_out, config.language):
+            f.write(text + "\n")
+    engines = {"espeak-ng": _version(espeak)} | ({"flite": _version(flite)} if flite else {}) | versions
+    settings = {k: v for k, v in dataclasses.asdict(config).items()
+                if k not in ("out_dir", "num_workers", "progress")}
+    write_json(out_dir / "speakers.json", {
+        "language": config.language,
+        "config": settings,
+        "engines": engines,
+        "params": {"speaker_rate": SPEAKER_RATE, "speaker_pitch": SPEAKER_PITCH, "utterance_jitter": UTT_JITTER,
+                   "espeak_default_wpm": ESPEAK_DEFAULT_WPM, "espeak_amplitude": ESPEAK_AMPLITUDE,
+                   "peak_dbfs": PEAK_DBFS, "pad_seconds": PAD_SECONDS, "synth_version": SYNTH_VERSION},
+        "splits": {s: [dataclasses.asdict(sp) for sp in speakers[s]] for s in SPLITS},
+        "stats": {s: {"utterances": len(results[s].utterances), "seconds": round(results[s].seconds, 2),
+                      "failed": len(results[s].failed), "failures": results[s].failed[:50],
+                      "ran_out_of_sentences": results[s].exhausted} for s in SPLITS},
+    })
+    for split in SPLITS:
+        write_manifest(out_dir / f"{split}.jsonl", results[split].utterances)
+    removed = _remove_orphans(out_dir / "wav", {Path(u.audio_filepath) for r in results.values()
+                                                for u in r.utterances})
+    if removed:
+        log.info("tiny: removed %d WAVs that no manifest lists", removed)
+    failed = sum(len(r.failed) for r in results.values())
+    if failed:
+        log.warning("tiny: %d utterances failed to synthesize and were skipped (see speakers.json)", failed)
+    return {s: results[s].utterances for s in SPLITS}
