@@ -322,8 +322,8 @@ def main():
                              "`make bench-paddle-venv`), and each variant's ratio to it")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one variant, JSON out
     args = parser.parse_args()
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    sys.path.insert(0, root)
     paddle_python = os.path.join(root, ".venv-paddle", "bin", "python")
     if args.paddle and not os.access(paddle_python, os.X_OK):
         sys.exit(f"--paddle: {os.path.normpath(paddle_python)} is missing; run `make bench-paddle-venv` first")

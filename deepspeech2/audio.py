@@ -89,7 +89,12 @@ def decode_audio_bytes(data: bytes, what: str = "audio") -> tuple[np.ndarray, in
         wav, sr = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
     except Exception as e:
         raise ValueError(f"{what} ({len(data)} bytes) could not be decoded: {e}") from None
-    return (wav.mean(axis=1) if wav.shape[1] > 1 else wav[:, 0]), sr
+    return _mono(wav), sr
+
+
+def _mono(frames: np.ndarray) -> np.ndarray:
+    """`(samples, channels)` float32 as `(samples,)`: the channels' mean."""
+    return frames.mean(axis=1) if frames.shape[1] > 1 else frames[:, 0]
 
 
 def read_frames(path: str | os.PathLike, start: int, stop: int, sample_rate: int | None = SAMPLE_RATE) -> np.ndarray:
@@ -110,7 +115,7 @@ def read_frames(path: str | os.PathLike, start: int, stop: int, sample_rate: int
         data, sr = sf.read(str(path), start=start, stop=stop, dtype="float32", always_2d=True)
     except Exception as e:
         raise ValueError(f"audio file `{path}` could not be decoded: {e}") from None
-    wav = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    wav = _mono(data)
     if sample_rate is not None and sr != sample_rate:
         wav = resample(wav, sr, sample_rate)
     return np.ascontiguousarray(wav, dtype=np.float32)
@@ -243,9 +248,7 @@ def mp3_roundtrip(wav: np.ndarray, sample_rate: int, kbps: int) -> np.ndarray:
     buffer = io.BytesIO()
     sf.write(buffer, np.clip(wav, -1.0, 1.0), sample_rate, format="MP3", subtype="MPEG_LAYER_III",
              compression_level=MP3_KBPS_LEVELS[kbps], bitrate_mode="CONSTANT")
-    buffer.seek(0)
-    decoded, _ = sf.read(buffer, dtype="float32")
-    decoded = decoded if decoded.ndim == 1 else decoded.mean(axis=1)
+    decoded, _ = decode_audio_bytes(buffer.getvalue(), "the MP3 encoder's output")
     n = min(wav.size, decoded.size)
     lags = min(MP3_MAX_DELAY, decoded.size - n) + 1
     if lags > 1:  # correlation of the input's start with the output at each lag, by FFT

@@ -14,6 +14,8 @@ import soundfile as sf
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 
+from deepspeech2.audio import to_pcm16
+
 # An optional input of serving_default and transcribe_wav that ds2-serve takes besides the signature's (with
 # `nbest`, whose n-best it biases): string [n] (or a scalar), each a word or phrase for the server's beam search to
 # favour (README "Hotwords"). The signatures don't declare it: stock TF Serving refuses a request that carries it
@@ -33,9 +35,10 @@ WORDS = "words"
 
 
 def wav_bytes(waveform: np.ndarray, sample_rate: int) -> bytes:
-    """A mono float waveform (in [-1, 1]) as the bytes of a 16-bit PCM WAV file."""
+    """A mono float waveform (in [-1, 1]) as the bytes of a 16-bit PCM WAV file (`deepspeech2.audio.to_pcm16`'s
+    scale, so reading the file gives the samples back)."""
     buffer = io.BytesIO()
-    sf.write(buffer, np.clip(np.asarray(waveform, np.float32), -1, 1), sample_rate, subtype="PCM_16", format="WAV")
+    sf.write(buffer, to_pcm16(waveform), sample_rate, subtype="PCM_16", format="WAV")
     return buffer.getvalue()
 
 
