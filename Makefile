@@ -75,6 +75,7 @@ RUN := runs/tiny$(DEMO_SUFFIX)
 RES := results/$(DEMO_SIZE)
 LM := $(TINY)/lm/tiny3
 STAGE = @printf '\n==> %s\n' 
+, := ,# $(,): a comma inside the arguments of make functions such as $(if)
 SPLITS := train dev test
 
 .PHONY: demo demo-en demo-data demo-train demo-summary
@@ -139,7 +140,7 @@ demo-train: $(RUN)/.trained-$(DEMO_EPOCHS)
 $(RUN)/.trained-$(DEMO_EPOCHS): $(DEMO_DATA)
 	$(if $(LM_BESIDE_TRAINING),@tools/apt-deps.sh lmtext && tools/apt-deps.sh kenlm && mkdir -p $(dir $(LM)))
 	$(STAGE) "[3/8] train ($(DEMO_EPOCHS) epochs; progress below, TensorBoard: tensorboard --logdir $(RUN)/tensorboard)"
-	$(if $(LM_BESIDE_TRAINING),@echo "    stage 4 (the LM) runs beside it at low priority: $(LM_LOG)")
+	$(if $(LM_BESIDE_TRAINING),$(STAGE) "[4/8] the LM (English text$(,) KenLM's tools$(,) the 3-gram) beside training$(,) at low priority: $(LM_LOG)")
 	@$(if $(LM_BESIDE_TRAINING),nice -n 19 $(LM_MAKE) --no-print-directory $(LM).bin > $(LM_LOG) 2>&1 & lm=$$!;) \
 	(set -x; $(BIN)/ds2-train --flagfile=examples/tiny/tiny.flags --workdir=$(RUN) --train_shards=$(TINY)/shards/train \
 		--dev_shards=$(TINY)/shards/dev --vocab=$(TINY)/vocab.txt --mean_std=$(TINY)/mean_std.npz \

@@ -34,6 +34,9 @@ def test_make_demo_small_end_to_end(checkout_copy):
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     for stage in range(1, 9):
         assert f"==> [{stage}/8]" in out.stdout, f"stage {stage} not announced"
+    # stage 4, the LM, ran once, beside training: its log has the LM, the make that went on didn't build it again
+    lm_log = (work / "data" / "tiny-small" / "lm" / "beside-training.log").read_text()
+    assert "3-gram LM" in lm_log and "ds2-build-lm" not in out.stdout and "ds2-prepare english" not in out.stdout
 
     summary = json.loads((work / "results" / "demo.json").read_text())
     assert summary == json.loads((work / "results" / "small" / "demo.json").read_text())

@@ -13,7 +13,6 @@
 override LANG := C.UTF-8
 export LANG
 
-, := ,
 # Mandarin defaults (a knob given on the command line wins).
 ifeq ($(DEMO_SIZE),full)
 ZH_EPOCHS := $(if $(filter command line,$(origin DEMO_EPOCHS)),$(DEMO_EPOCHS),20)
