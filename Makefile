@@ -52,7 +52,7 @@ DEMO_MODEL ?= examples/tiny/model.json
 DEMO_EPOCHS ?= 4
 DEMO_TRAIN_FLAGS ?=
 DEMO_SUFFIX :=
-# alpha 0 (the LM off) and 1.5 never won on the tiny corpus (E5-E25): 5 x 9 points, 20 s less than 7 x 9.
+# alpha 0 (the LM off) and 1.5 never won on the tiny corpus (E5-E28): 5 x 9 points, tuning 64 s against 80 for 7 x 9.
 DEMO_GRID := --alpha_from 0.25 --alpha_to 1.25 --num_alphas 5 --beta_from 0 --beta_to 4 --num_betas 9
 DEMO_BEAM ?= 100
 else ifeq ($(DEMO_SIZE),small)
@@ -129,9 +129,10 @@ $(TINY)/augmentation.json: examples/tiny/augmentation.json $(TINY)/noise/rir.jso
 # Training resumes where it stopped; the stamp records that it finished DEMO_EPOCHS epochs.
 # (on the data's files, not the phony demo-data: a finished demo must not train again)
 # With LM_BESIDE_TRAINING=1 (make demo sets it), stage 4 runs beside training at the lowest CPU priority: the LM needs
-# only text, and training leaves about a tenth of the two cores idle (its threads wait on each other), enough for the
-# LM's minute of work, which then costs the demo no time. Its output goes to LM_LOG; if it fails, stage 4 runs again
-# after training and shows why. (Apt packages are checked first, in the foreground: apt-deps.sh may ask for root.)
+# only text, and training leaves about a tenth of the two cores idle (its threads wait on each other): the LM's minute
+# of work then costs the demo about 20 s of training (docs/experiments.md, E24). Its output goes to LM_LOG; if it fails,
+# stage 4 runs again after training and shows why. (Apt packages are checked first, in the foreground: apt-deps.sh
+# may ask for root.)
 LM_BESIDE_TRAINING ?=
 LM_LOG := $(dir $(LM))beside-training.log
 LM_MAKE = $(MAKE)# not $(MAKE) in the recipe itself: make -n would run such a recipe, training included
