@@ -65,6 +65,10 @@ flags.DEFINE_float("voicebank_share", 0.0, "tiny: this fraction of the training 
                    "each spread into many speakers; dev and test have none.")
 flags.DEFINE_float("channel_share", 0.0, "tiny: this fraction of the training utterances are heard through a recording "
                    "channel (MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean.")
+flags.DEFINE_string("train_text", "", "tiny: a file of more training sentences, one a line (e.g. `ds2-prepare "
+                    "english`'s output); lines holding a dev or test sentence are left out.")
+flags.DEFINE_float("train_text_share", 0.0, "tiny: this fraction of the training sentences come from --train_text "
+                   "(dev and test stay fortunes).")
 flags.DEFINE_integer("common_chars", 0, "tiny --language zh: only sentences made of fortunes-zh's N most "
                      "frequent characters (0: all).")
 flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
@@ -146,6 +150,8 @@ def _prepare(command: str, args: list[str]) -> int:
                                                   flite_female=FLAGS.flite_female, neural_share=FLAGS.neural_share,
                                                   voicebank_share=FLAGS.voicebank_share,
                                                   channel_share=FLAGS.channel_share,
+                                                  train_text=FLAGS.train_text,
+                                                  train_text_share=FLAGS.train_text_share,
                                                   common_chars=FLAGS.common_chars))
     elif command == "poetry":
         from deepspeech2.prepare.poetry import PoetryTextConfig, prepare_poetry

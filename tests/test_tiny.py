@@ -15,7 +15,7 @@ import soundfile as sf
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.prepare import sentences, synthesis, voicebanks, voices
 from deepspeech2.prepare.sentences import exclude_held_out, load_sentences, zh_sentences
-from deepspeech2.prepare.tiny import TinyCorpusConfig, prepare_tiny
+from deepspeech2.prepare.tiny import TinyCorpusConfig, mix_sentences, prepare_tiny
 from deepspeech2.text import is_cjk, normalize_english
 
 pytestmark = pytest.mark.skipif(
@@ -516,3 +516,50 @@ def test_voice_bank_share_of_a_large_corpus_and_its_spreads():
         TinyCorpusConfig(out_dir="x", flite_share=0.3, neural_share=0.3, voicebank_share=0.4)
     with pytest.raises(ValueError, match="`voicebank_share` .* is for English"):
         TinyCorpusConfig(out_dir="x", language="zh", voicebank_share=0.2)
+
+
+def test_mix_sentences_keeps_the_share_in_every_prefix_until_one_runs_out():
+    first, second = [f"f{i}" for i in range(30)], [f"s{i}" for i in range(100)]
+    for share in (0.0, 0.25, 0.5, 0.7):
+        mixed = mix_sentences(first, second, share)
+        taken = [m for m in mixed if m.startswith("s")]
+        assert taken == second[:len(taken)] and [m for m in mixed if m.startswith("f")] == first[:len(mixed) - len(taken)]
+        for n in range(1, len(mixed) + 1):  # every prefix holds `share` of `second`'s, to within one
+            assert abs(sum(m.startswith("s") for m in mixed[:n]) - share * n) < 1
+        assert len(mixed) == (30 if share == 0 else int(30 / (1 - share)))  # `first` runs out first here
+    assert len(mix_sentences(first, second[:5], 0.5)) == 10  # now `second` does
+
+
+def test_train_text_gives_its_share_of_training_sentences_and_never_a_held_out_one(corpus, manifests, tmp_path):
+    out, _ = corpus
+    dev = manifests["dev"][0].text
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima".split()
+    own = [" ".join(words[i:i + 4] + [words[j]]) for i in range(8) for j in range(12)]
+    text = tmp_path / "more.txt"
+    text.write_text("\n".join(own + [f"kilo {dev} lima", "too short", " ".join(words * 2)]) + "\n", encoding="utf-8")
+    mixed = prepare_tiny(_config(tmp_path / "t", train_text=str(text), train_text_share=0.5))
+    for split in ("dev", "test"):  # held-out splits are fortunes, as without train_text
+        assert (tmp_path / "t" / f"{split}.jsonl").read_bytes() == (out / f"{split}.jsonl").read_bytes()
+    train = [u.text for u in mixed["train"]]
+    assert len(train) >= 8
+    assert [t in own for t in train] == [i % 2 == 1 for i in range(len(train))]  # every second sentence
+    assert len(set(train)) == len(train)
+    held_out = {u.text for s in ("dev", "test") for u in manifests[s]}
+    assert not any(f" {h} " in f" {t} " for h in held_out for t in train)
+
+
+@pytest.mark.parametrize("kw, match", [(dict(train_text_share=0.5), "go together"),
+                                       (dict(train_text="x.txt"), "go together"),
+                                       (dict(train_text="x.txt", train_text_share=1.0), r"\[0, 1\)"),
+                                       (dict(train_text="x.txt", train_text_share=0.5, language="zh"), "English")])
+def test_train_text_config_rejects_bad_values(kw, match):
+    with pytest.raises(ValueError, match=match):
+        TinyCorpusConfig(out_dir="x", **kw)
+
+
+def test_unreadable_or_empty_train_text_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="missing.txt.*cannot be read.*ds2-prepare english"):
+        prepare_tiny(_config(tmp_path / "a", train_text=str(tmp_path / "missing.txt"), train_text_share=0.5))
+    (tmp_path / "short.txt").write_text("two words\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="short.txt.*no sentence of 3-15 words"):
+        prepare_tiny(_config(tmp_path / "b", train_text=str(tmp_path / "short.txt"), train_text_share=0.5))

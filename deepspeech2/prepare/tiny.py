@@ -109,6 +109,11 @@ class TinyCorpusConfig:
     channel_share: float = 0.0  # this fraction of the training utterances are heard through a recording channel
     # (deepspeech2/prepare/channel.py: MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
+    train_text: str = ""  # en: a file of more training sentences, one a line, normalized as fortunes' are (e.g.
+    # `ds2-prepare english`'s output); lines outside `min_words`-`max_words` or holding a dev or test sentence are
+    # left out
+    train_text_share: float = 0.0  # this fraction of the training sentences come from `train_text`, spread evenly
+    # among fortunes'; dev and test stay fortunes
     progress: bool = True  # show a progress bar per split
 
     def __post_init__(self):
@@ -138,6 +143,15 @@ class TinyCorpusConfig:
         if isinstance(self.channel_share, bool) or not isinstance(self.channel_share, (int, float)) \
                 or not 0 <= self.channel_share <= 1:
             raise ValueError(f"`channel_share` must be in [0, 1], got {self.channel_share!r}")
+        if isinstance(self.train_text_share, bool) or not isinstance(self.train_text_share, (int, float)) \
+                or not 0 <= self.train_text_share < 1:
+            raise ValueError(f"`train_text_share` must be in [0, 1), got {self.train_text_share!r}")
+        if bool(self.train_text_share) != bool(self.train_text):
+            raise ValueError(f"`train_text` and `train_text_share` go together, got {self.train_text!r} and "
+                             f"{self.train_text_share!r}: name a file of sentences and the share of training "
+                             f"sentences to take from it")
+        if self.train_text and self.language != "en":
+            raise ValueError(f"`train_text` is for English (`language`='en'), got `language`={self.language!r}")
         if not 0 <= self.flite_female <= 1:
             raise ValueError(f"`flite_female` must be in [0, 1], got {self.flite_female!r}")
         if not 1 <= self.min_words <= self.max_words:
@@ -213,6 +227,37 @@ def _run_split(jobs: Iterator[Job], target_seconds: float, out_dir: Path, langua
     return result
 
 
+def _train_text(config: TinyCorpusConfig, held_out: Sequence[str]) -> list[str]:
+    """`config.train_text`'s sentences within the length limits, less any holding a held-out one, shuffled."""
+    path = Path(config.train_text).expanduser()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"`train_text` {str(path)!r} cannot be read ({e}); make it with `ds2-prepare english "
+                         f"--out {path}`") from e
+    lines = [line.strip() for line in lines]
+    lines = [line for line in dict.fromkeys(lines) if config.min_words <= len(line.split()) <= config.max_words]
+    lines = exclude_held_out(lines, held_out, config.language)
+    if not lines:
+        raise ValueError(f"`train_text` {str(path)!r} has no sentence of {config.min_words}-{config.max_words} "
+                         f"words that holds no dev or test sentence")
+    return [lines[i] for i in np.random.default_rng([config.seed, 2]).permutation(len(lines))]
+
+
+def mix_sentences(first: Sequence[str], second: Sequence[str], share: float) -> list[str]:
+    """`first` and `second` interleaved so that `share` of every prefix comes from `second` (to within one),
+    as long as neither runs out."""
+    n = min(math.floor(len(first) / (1 - share)), math.floor(len(second) / share) if share else math.inf)
+    mixed, taken = [], 0
+    for i in range(n):
+        if math.floor((i + 1) * share) > taken:
+            mixed.append(second[taken])
+            taken += 1
+        else:
+            mixed.append(first[i - taken])
+    return mixed
+
+
 def _jobs(split: str, sentences: Sequence[str], speakers: Sequence[Speaker], seed: int,
           cycle: bool, channel_share: float = 0.0) -> Iterator[Job]:
     """Jobs in order: sentence i (cycled for train) read by speakers in turn, shifted every cycle so a
@@ -283,6 +328,10 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
                          f"{reserve['dev'] + reserve['test']} sentences, but only {len(pool)} fit the length limits")
     sentences = {"dev": pool[:reserve["dev"]], "test": pool[reserve["dev"]:reserve["dev"] + reserve["test"]],
                  "train": pool[reserve["dev"] + reserve["test"]:]}
+    if config.train_text_share:
+        sentences["train"] = mix_sentences(sentences["train"],
+                                           _train_text(config, sentences["dev"] + sentences["test"]),
+                                           config.train_text_share)
     speakers = make_speakers(config, espeak)
     neural_engines = sorted({sp.engine for split in speakers.values() for sp in split if sp.engine in neural.ENGINES})
     versions = {engine: neural.load(engine) for engine in neural_engines}
