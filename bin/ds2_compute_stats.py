@@ -32,6 +32,9 @@ flags.DEFINE_integer("pitch_bins", FeatureConfig.pitch_bins,
                      "Pitch-gram dims appended to each frame (0 = none; 32 for tonal languages).")
 flags.DEFINE_float("pitch_fmin", FeatureConfig.pitch_fmin, "Lowest pitch in the pitch-gram, Hz.")
 flags.DEFINE_float("pitch_fmax", FeatureConfig.pitch_fmax, "Highest pitch in the pitch-gram, Hz.")
+flags.DEFINE_float("eps", FeatureConfig.eps, "Added to the power before the log: the features' floor. Digital "
+                   "silence sits at log(eps); a larger eps puts synthesized silence and real recordings' noise floors "
+                   "at one level (e^-11 = 1.7e-5 is about 70 dB below a normalized utterance's loudest bin).")
 flags.mark_flags_as_required(["manifest_paths", "out"])
 
 
@@ -42,7 +45,7 @@ def main(argv):
         config = FeatureConfig(kind=FLAGS.feature, sample_rate=FLAGS.sample_rate, window_ms=FLAGS.window_ms,
                                hop_ms=FLAGS.hop_ms, n_mels=FLAGS.n_mels, n_mfcc=FLAGS.n_mfcc,
                                mfcc_context=FLAGS.mfcc_context, pitch_bins=FLAGS.pitch_bins,
-                               pitch_fmin=FLAGS.pitch_fmin, pitch_fmax=FLAGS.pitch_fmax)
+                               pitch_fmin=FLAGS.pitch_fmin, pitch_fmax=FLAGS.pitch_fmax, eps=FLAGS.eps)
         normalizer = compute_mean_std(FLAGS.manifest_paths, config, num_samples=FLAGS.num_samples or None,
                                       seed=FLAGS.seed, max_duration=FLAGS.max_duration or None)
         normalizer.save(FLAGS.out)

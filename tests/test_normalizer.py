@@ -161,7 +161,7 @@ def _cli(*args):
 
 
 def test_cli(corpus, tmp_path):
-    manifest, _ = corpus
+    manifest, utts = corpus
     out = tmp_path / "out" / "mean_std.npz"
     r = _cli("--manifest_paths", f"{manifest},{manifest}", "--feature", "logmel", "--n_mels", "40",
              "--num_samples", "0", "--out", out)
@@ -169,6 +169,17 @@ def test_cli(corpus, tmp_path):
     norm = Normalizer.load(out)
     assert norm.feature_config == FeatureConfig(kind="logmel", n_mels=40) and norm.num_utterances == 8
     assert "wrote" in r.stdout
+
+    # --eps (the features' floor) reaches the stats and travels in their FeatureConfig
+    r = _cli("--manifest_paths", manifest, "--feature", "logmel", "--n_mels", "40", "--num_samples", "0",
+             "--eps", "1.0", "--out", tmp_path / "floored.npz")
+    assert r.returncode == 0, r.stderr
+    floored = Normalizer.load(tmp_path / "floored.npz")
+    cfg = FeatureConfig(kind="logmel", n_mels=40, eps=1.0)
+    assert floored.feature_config == cfg
+    ref = _reference_frames(utts, cfg)
+    np.testing.assert_allclose(floored.mean, ref.mean(0), rtol=1e-4, atol=1e-4)
+    assert np.abs(floored.mean - norm.mean).max() > 0.1  # the floor matters for these clips
 
     r = _cli("--manifest_paths", tmp_path / "missing.jsonl", "--out", tmp_path / "x.npz")
     assert r.returncode != 0 and "Traceback" not in r.stderr

@@ -537,6 +537,7 @@ def test_train_text_gives_its_share_of_training_sentences_and_never_a_held_out_o
     own = [" ".join(words[i:i + 4] + [words[j]]) for i in range(8) for j in range(12)]
     text = tmp_path / "more.txt"
     text.write_text("\n".join(own + [f"kilo {dev} lima", "too short", " ".join(words * 2)]) + "\n", encoding="utf-8")
+    shutil.copytree(out, tmp_path / "t")  # dev's and test's WAVs are reused
     mixed = prepare_tiny(_config(tmp_path / "t", train_text=str(text), train_text_share=0.5))
     for split in ("dev", "test"):  # held-out splits are fortunes, as without train_text
         assert (tmp_path / "t" / f"{split}.jsonl").read_bytes() == (out / f"{split}.jsonl").read_bytes()
