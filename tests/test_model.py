@@ -172,6 +172,26 @@ def test_utterance_mean_norm_matches_numpy_and_removes_a_fixed_colouring():
     np.testing.assert_allclose(coloured, UtteranceMeanNorm()(x, lengths).numpy(), atol=1e-5)
 
 
+
+def test_utterance_variance_norm_matches_numpy_and_removes_a_fixed_gain_per_bin():
+    lengths = np.array([7, 3, 0], np.int32)
+    x = _random(3, 7, 5)
+    layer = UtteranceMeanNorm(scale=True)
+    out = layer(_with_garbage(x, lengths), lengths).numpy()
+    for b, n in enumerate(lengths[:2]):
+        centred = x[b, :n] - x[b, :n].mean(axis=0)
+        expected = centred / np.maximum(centred.std(axis=0), UtteranceMeanNorm.STD_FLOOR)
+        np.testing.assert_allclose(out[b, :n], expected, atol=1e-4)
+        np.testing.assert_array_equal(out[b, n:], 0)
+    np.testing.assert_array_equal(out[2], 0)
+    scaled = layer(x * np.linspace(0.5, 3, 5, dtype=np.float32) + 1.0, lengths).numpy()  # per-bin scale and shift
+    np.testing.assert_allclose(scaled, layer(x, lengths).numpy(), atol=1e-4)
+    assert UtteranceMeanNorm.from_config(layer.get_config()).scale
+    const = np.ones((1, 4, 5), np.float32)  # a constant bin: the floor, not a division by zero
+    assert np.all(np.isfinite(layer(const, np.array([4], np.int32)).numpy()))
+    with pytest.raises(ValueError, match="utterance_cvn.*utterance_cmn"):
+        ModelConfig(utterance_cvn=True)
+
 # -------------------------------------------------------------------------------------------- row conv
 
 
@@ -376,6 +396,7 @@ MODEL_CONFIGS = {
                                   rnn_units=8, row_conv_context=2),
     "cudnn_gru": dataclasses.replace(TINY, rnn_type="cudnn_gru"),
     "tiny_cmn": dataclasses.replace(TINY, utterance_cmn=True),
+    "tiny_cvn": dataclasses.replace(TINY, utterance_cmn=True, utterance_cvn=True),
     "tiny_rnn_dropout": dataclasses.replace(TINY, rnn_dropout=0.3),
 }
 

@@ -32,6 +32,8 @@ class ModelConfig:
     feature_dim: int = NUM_LINEAR_BINS  # input features per frame (161 linear-spectrogram bins)
     utterance_cmn: bool = False  # subtract each utterance's mean frame first (cepstral mean normalization:
     # a fixed channel or voice colouring goes); needs the whole utterance, so such a model can't stream
+    utterance_cvn: bool = False  # with `utterance_cmn`, also divide each bin by its std over the utterance
+    # (Kaldi's --norm-vars): each utterance's dynamic range per bin made the same
     vocab_size: int = ENGLISH_VOCAB_SIZE  # softmax size, CTC blank included (blank is id 0)
     conv_filters: tuple[int, ...] = (32, 32)  # output channels of each 2-D conv; () = no conv front end
     conv_kernel_sizes: tuple[tuple[int, int], ...] = ((3, 3), (3, 3))  # (time, freq) kernel per conv
@@ -54,6 +56,8 @@ class ModelConfig:
             _check_positive_int(name, getattr(self, name))
         if self.feature_kind not in FEATURE_KINDS:
             raise ValueError(f"`feature_kind` must be one of {FEATURE_KINDS}, got {self.feature_kind!r}")
+        if self.utterance_cvn and not self.utterance_cmn:
+            raise ValueError("`utterance_cvn` scales what `utterance_cmn` centres: set `utterance_cmn` too")
         if self.vocab_size < 2:
             raise ValueError(f"`vocab_size` must be >= 2 (blank plus one symbol), got {self.vocab_size!r}")
         n_conv = len(self.conv_filters)

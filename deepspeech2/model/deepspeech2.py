@@ -23,7 +23,7 @@ def build_model(config: ModelConfig, name: str = "deepspeech2") -> keras.Model:
     feature_lengths = keras.Input((), dtype="int32", name="feature_lengths")
     x, lengths = features, feature_lengths
     if config.utterance_cmn:
-        x = UtteranceMeanNorm(name="utterance_cmn")(x, lengths)
+        x = UtteranceMeanNorm(scale=config.utterance_cvn, name="utterance_cmn")(x, lengths)
     if config.conv_filters:
         x, lengths = ConvFrontEnd(config.conv_filters, config.conv_kernel_sizes, config.conv_strides,
                                   config.conv_padding, name="frontend")(x, lengths)

@@ -204,21 +204,39 @@ class UtteranceMeanNorm(keras.layers.Layer):
     On log spectra a fixed colouring of the whole utterance (a microphone, a channel, a voice's spectral
     tilt) is a constant added to every frame, so subtracting the utterance's per-bin mean removes it and the
     model sees what changes over time. It needs the whole utterance, so a model with it can't stream.
+    With `scale`, each bin is also divided by its std over the utterance (floored at `STD_FLOOR`): mean and
+    variance normalization.
 
     Call args:
         inputs: `(batch, time, features)` (normalized) features.
         lengths: `(batch,)` int32 valid frames.
 
     Returns:
-        `(batch, time, features)`: `x - mean_t(x[:length])`, zero at frames `t >= length`.
+        `(batch, time, features)`: `x - mean_t(x[:length])` (divided by `std_t(x[:length])` with `scale`), zero
+        at frames `t >= length`.
     """
+
+    STD_FLOOR = 0.1  # in units of the global std the inputs are normalized by: a near-constant bin stays small
+
+    def __init__(self, scale: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = bool(scale)
 
     def call(self, inputs, lengths):
         x = ops.cast(inputs, "float32")
         mask = sequence_mask(lengths, ops.shape(x)[1], "float32")[:, :, None]  # (B, T, 1)
         count = ops.maximum(ops.sum(mask, axis=1, keepdims=True), 1.0)  # (B, 1, 1); an empty row stays 0
         mean = ops.sum(x * mask, axis=1, keepdims=True) / count
-        return ops.cast((x - mean) * mask, self.compute_dtype)
+        x = (x - mean) * mask
+        if self.scale:
+            std = ops.sqrt(ops.sum(ops.square(x), axis=1, keepdims=True) / count)
+            x = x / ops.maximum(std, self.STD_FLOOR)
+        return ops.cast(x, self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(scale=self.scale)
+        return config
 
     def compute_output_shape(self, input_shape):
         return input_shape
