@@ -548,6 +548,13 @@ def test_train_text_gives_its_share_of_training_sentences_and_never_a_held_out_o
     held_out = {u.text for s in ("dev", "test") for u in manifests[s]}
     assert not any(f" {h} " in f" {t} " for h in held_out for t in train)
 
+    shouted = tmp_path / "shouted.txt"  # lines as a user may have them: normalized as the transcripts are
+    shouted.write_text("\n".join(f"Press ONE for {w.title()}, then 2!" for w in words) + "\n", encoding="utf-8")
+    shutil.copytree(out, tmp_path / "s")
+    texts = [u.text for u in prepare_tiny(_config(tmp_path / "s", train_text=str(shouted),
+                                                  train_text_share=0.5))["train"]]
+    assert len(texts) >= 8 and set(texts[1::2]) <= {f"press one for {w} then two" for w in words}
+
 
 @pytest.mark.parametrize("kw, match", [(dict(train_text_share=0.5), "go together"),
                                        (dict(train_text="x.txt"), "go together"),

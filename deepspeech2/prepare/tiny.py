@@ -62,6 +62,7 @@ from deepspeech2.prepare.synthesis import (ESPEAK_AMPLITUDE, ESPEAK_DEFAULT_WPM,
                                            UTT_JITTER, Job, make_job, render)
 from deepspeech2.prepare.voices import FLITE_VOICES, SPEAKER_PITCH, SPEAKER_RATE, SPLITS, Speaker, make_speakers
 from deepspeech2.progress import progress_bar
+from deepspeech2.text import normalize_english
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +110,8 @@ class TinyCorpusConfig:
     channel_share: float = 0.0  # this fraction of the training utterances are heard through a recording channel
     # (deepspeech2/prepare/channel.py: MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
-    train_text: str = ""  # en: a file of more training sentences, one a line, normalized as fortunes' are (e.g.
-    # `ds2-prepare english`'s output); lines outside `min_words`-`max_words` or holding a dev or test sentence are
+    train_text: str = ""  # en: a file of more training sentences, one a line (e.g. `ds2-prepare english`'s
+    # output), normalized as the transcripts are (deepspeech2/text.py); lines outside `min_words`-`max_words` or holding a dev or test sentence are
     # left out
     train_text_share: float = 0.0  # this fraction of the training sentences come from `train_text`, spread evenly
     # among fortunes'; dev and test stay fortunes
@@ -235,7 +236,8 @@ def _train_text(config: TinyCorpusConfig, held_out: Sequence[str]) -> list[str]:
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"`train_text` {str(path)!r} cannot be read ({e}); make it with `ds2-prepare english "
                          f"--out {path}`") from e
-    lines = [line.strip() for line in lines]
+    lines = [normalize_english(line) for line in lines]  # as the synthesizers will read them (a no-op on
+    # ds2-prepare english's lines)
     lines = [line for line in dict.fromkeys(lines) if config.min_words <= len(line.split()) <= config.max_words]
     lines = exclude_held_out(lines, held_out, config.language)
     if not lines:
