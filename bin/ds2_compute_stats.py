@@ -32,9 +32,9 @@ flags.DEFINE_integer("pitch_bins", FeatureConfig.pitch_bins,
                      "Pitch-gram dims appended to each frame (0 = none; 32 for tonal languages).")
 flags.DEFINE_float("pitch_fmin", FeatureConfig.pitch_fmin, "Lowest pitch in the pitch-gram, Hz.")
 flags.DEFINE_float("pitch_fmax", FeatureConfig.pitch_fmax, "Highest pitch in the pitch-gram, Hz.")
-flags.DEFINE_float("eps", FeatureConfig.eps, "Added to the power before the log: the features' floor. Digital "
-                   "silence sits at log(eps); a larger eps puts synthesized silence and real recordings' noise floors "
-                   "at one level (e^-11 = 1.7e-5 is about 70 dB below a normalized utterance's loudest bin).")
+flags.DEFINE_float("eps", FeatureConfig.eps, "Added to the power before the log: the features' floor (digital "
+                   "silence sits at log(eps)). Raised to 1.7e-5 or 7.5e-5 (63-70 dB below a normalized utterance's "
+                   "loudest bin), the tiny demo got worse on real recordings (docs/experiments.md, E37, E38).")
 flags.mark_flags_as_required(["manifest_paths", "out"])
 
 
