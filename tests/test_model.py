@@ -172,7 +172,6 @@ def test_utterance_mean_norm_matches_numpy_and_removes_a_fixed_colouring():
     np.testing.assert_allclose(coloured, UtteranceMeanNorm()(x, lengths).numpy(), atol=1e-5)
 
 
-
 def test_utterance_variance_norm_matches_numpy_and_removes_a_fixed_gain_per_bin():
     lengths = np.array([7, 3, 0], np.int32)
     x = _random(3, 7, 5)
@@ -191,6 +190,7 @@ def test_utterance_variance_norm_matches_numpy_and_removes_a_fixed_gain_per_bin(
     assert np.all(np.isfinite(layer(const, np.array([4], np.int32)).numpy()))
     with pytest.raises(ValueError, match="utterance_cvn.*utterance_cmn"):
         ModelConfig(utterance_cvn=True)
+
 
 # -------------------------------------------------------------------------------------------- row conv
 

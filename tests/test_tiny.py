@@ -523,7 +523,8 @@ def test_mix_sentences_keeps_the_share_in_every_prefix_until_one_runs_out():
     for share in (0.0, 0.25, 0.5, 0.7):
         mixed = mix_sentences(first, second, share)
         taken = [m for m in mixed if m.startswith("s")]
-        assert taken == second[:len(taken)] and [m for m in mixed if m.startswith("f")] == first[:len(mixed) - len(taken)]
+        assert taken == second[:len(taken)]
+        assert [m for m in mixed if m.startswith("f")] == first[:len(mixed) - len(taken)]
         for n in range(1, len(mixed) + 1):  # every prefix holds `share` of `second`'s, to within one
             assert abs(sum(m.startswith("s") for m in mixed[:n]) - share * n) < 1
         assert len(mixed) == (30 if share == 0 else int(30 / (1 - share)))  # `first` runs out first here
