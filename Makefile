@@ -262,6 +262,7 @@ demo-people: deps $(DEMO_RESULTS) $(PEOPLE_RESULTS)
 
 $(TINY)/people.clean.jsonl: $(TINY)/vocab.txt
 	$(STAGE) "real people reading English (examples/people/README.md: evaluation material only)"
+	@tools/apt-deps.sh people
 	$(PY) examples/people/build.py --out $(TINY)/people --downloads $(DOWNLOADS)/people
 	$(BIN)/ds2-prepare validate $(TINY)/people/sentences.jsonl --vocab $< --model $(DEMO_MODEL) --write_clean $@
 $(PEOPLE_RESULTS): $(TINY)/people.clean.jsonl

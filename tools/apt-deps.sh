@@ -4,6 +4,7 @@
 #   tools/apt-deps.sh kenlm   # compilers and libraries for lmplz/build_binary (make kenlm)
 #   tools/apt-deps.sh browser # headless Chromium and its WebDriver, for the ds2-demo browser test
 #   tools/apt-deps.sh heldout # festival and three English voices, for make demo-heldout
+#   tools/apt-deps.sh people  # libspandsp2, the G.722 decoder for Asterisk's prompts: make demo-people (examples/people)
 #   tools/apt-deps.sh lmtext  # WordNet, FOLDOC, more fortunes and English manuals: ds2-prepare english's LM text
 #   tools/apt-deps.sh voices  # MBROLA, RHVoice and SVOX Pico's English voices (Debian contrib/non-free), for
 #                             # ds2-prepare tiny --voicebank_share (deepspeech2/prepare/voicebanks.py)
@@ -16,6 +17,7 @@ kenlm=(cmake g++ make libboost-program-options-dev libboost-system-dev libboost-
        libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev libeigen3-dev)
 browser=(chromium chromium-driver)
 heldout=(festival festvox-kdlpc16k festvox-kallpc16k festvox-us-slt-hts)
+people=(libspandsp2)
 lmtext=(wordnet-base dict-foldoc fortune-anarchism fortunes-bofh-excuses tfortunes gnome-user-docs debian-handbook
         debian-reference-en)
 
@@ -75,6 +77,7 @@ for set in "$@"; do
     kenlm) want+=("${kenlm[@]}") ;;
     browser) want+=("${browser[@]}") ;;
     heldout) want+=("${heldout[@]}") ;;
+    people) want+=("${people[@]}") ;;
     lmtext) want+=("${lmtext[@]}") ;;
     voices)
       for p in "${voices[@]}"; do
