@@ -65,6 +65,8 @@ flags.DEFINE_float("max_train_minutes", 0.0, "Wall-clock budget: end training af
 flags.DEFINE_integer("average_epochs", 0, "After the last epoch, average the weights of the last N epochs (N > 1; "
                      "checkpoint averaging as in ESPnet and PaddleSpeech) into averaged/, and make them model/ when "
                      "they score better on dev than the best epoch.")
+flags.DEFINE_float("ema_decay", 0.0, "Keep an exponential moving average of the weights, with this decay per step "
+                   "(e.g. 0.998; 0 = off), and score dev and save the bundles with it.")
 flags.DEFINE_integer("seed", 0, "Seed of the weight initialization, the shuffles and the augmentation.")
 flags.DEFINE_integer("verbose", 1, "0 quiet, 1 progress bar, 2 a line per logged step.")
 flags.mark_flags_as_required(["workdir", "train_shards", "vocab", "mean_std"])
@@ -88,7 +90,8 @@ def main(argv):
             checkpoint_every_steps=F.checkpoint_every_steps, log_every_steps=F.log_every_steps,
             histograms=F.histograms, init_model_path=F.init_model_path, restart_epoch=F.restart_epoch,
             benchmark_batch_size=F.benchmark_batch_size, benchmark_max_step=F.benchmark_max_step,
-            max_train_minutes=F.max_train_minutes, average_epochs=F.average_epochs, seed=F.seed,
+            max_train_minutes=F.max_train_minutes, average_epochs=F.average_epochs, ema_decay=F.ema_decay,
+            seed=F.seed,
             verbose=F.verbose)
         result = train(config)
     except (ValueError, FileNotFoundError, TypeError, json.JSONDecodeError) as e:

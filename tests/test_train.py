@@ -184,6 +184,57 @@ def test_average_epochs_is_checked(data, tmp_path):
         _config(data, tmp_path, epochs=2, average_epochs=3)
 
 
+def _checkpoint_values(path, prefix) -> dict:
+    """{variable path: value} of a training checkpoint's `prefix` dict (model_variables, ema)."""
+    reader = tf.train.load_checkpoint(path)
+    suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
+    return {name[len(prefix) + 1:-len(suffix)].replace(".S", "/"): reader.get_tensor(name)
+            for name, _ in tf.train.list_variables(path) if name.startswith(prefix + "/") and name.endswith(suffix)}
+
+
+def test_ema_is_the_moving_average_of_each_steps_weights(data, tmp_path):
+    # Every step checkpointed: the weights as trained at each step, and their average, checked against the
+    # recurrence in numpy; the bundles hold the average, and training went on from the weights as trained.
+    run, decay = tmp_path / "run", 0.5
+    result = train(_config(data, run, epochs=2, ema_decay=decay, checkpoint_every_steps=1, keep_checkpoints=100))
+    steps = {int(p.name.split("-")[1].split(".")[0]) for p in (run / "checkpoints").glob("ckpt-*.index")}
+    assert steps == set(range(1, 9))
+    path = lambda t: str(run / "checkpoints" / f"ckpt-{t}")  # noqa: E731
+    ema = _checkpoint_values(path(1), "ema")
+    assert ema and any("moving_mean" in p for p in ema)  # BatchNorm's statistics too
+    for t in range(2, 9):
+        weights, expected = _checkpoint_values(path(t), "model_variables"), {}
+        d = min(decay, (1 + t) / (10 + t))
+        for p, value in ema.items():
+            expected[p] = d * value + (1 - d) * weights[p]
+        ema = _checkpoint_values(path(t), "ema")
+        for p, value in expected.items():
+            np.testing.assert_allclose(ema[p], value, rtol=1e-5, atol=1e-6, err_msg=f"step {t}: {p}")
+    for p, value in _bundle_weights(run / "last").items():
+        np.testing.assert_allclose(value, ema[p], rtol=1e-6, atol=1e-7, err_msg=p)
+    for w in result["model"].weights:  # the trainer's model holds the weights as trained
+        np.testing.assert_array_equal(w.numpy(), weights[w.path], err_msg=w.path)
+    epochs = json.loads((run / "epochs.json").read_text())
+    assert [e["dev_cer"] for e in epochs] == result["dev_cer"]  # the average's scores
+    assert all(e["dev_cer_trained"] >= 0 and e["dev_wer_trained"] >= 0 for e in epochs)
+
+
+def test_ema_starts_from_the_weights_of_a_checkpoint_without_one(data, tmp_path):
+    run = tmp_path / "run"
+    train(_config(data, run, epochs=1))
+    trainer = Trainer(_config(data, run, epochs=2, ema_decay=0.9))
+    weights = {w.path: w.numpy() for w in trainer.model.weights}
+    assert len(trainer.ema) == len(weights)
+    for shadow, variable in zip(trainer.ema, trainer.ema_sources):
+        np.testing.assert_array_equal(shadow.numpy(), weights[variable.path], err_msg=variable.path)
+
+
+@pytest.mark.parametrize("decay", [-0.1, 1.0])
+def test_ema_decay_is_checked(decay):
+    with pytest.raises(ValueError, match="ema_decay"):
+        TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", ema_decay=decay)
+
+
 def test_resume_restores_every_model_variable(data, tmp_path):
     # The conv front end's BN moving statistics too: the optimizer tracks only trainable variables, and TF's
     # checkpoint doesn't follow the Python lists the front end keeps its layers in.

@@ -31,7 +31,10 @@ Work directory layout:
     tensorboard/   train/ and dev/ event files
     epochs.json    one record per finished epoch: mean train loss, dev WER/CER, time, and the loss of each
                    block of `log_every_steps` steps within it (`loss_curve`: [epochs done, loss]; the PNG);
-                   a run stopped by `max_train_minutes` adds one for its unfinished epoch ("partial": true)
+                   a run stopped by `max_train_minutes` adds one for its unfinished epoch ("partial": true).
+                   With `ema_decay`, model/ and last/ hold the weights' moving average (kept in the
+                   checkpoints too), dev's scores are its, and dev_wer_trained/dev_cer_trained the weights' as
+                   trained
     learning_curve.png
 
 The stages, a module each:

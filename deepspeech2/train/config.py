@@ -53,6 +53,8 @@ class TrainConfig:
     max_train_minutes: float = 0.0  # > 0: a wall-clock budget; the step that uses it up is the last, then dev
     # is evaluated and the bundles saved as at an epoch end (bench/ablations.py gives each variant the same)
     average_epochs: int = 0  # > 1: after the last epoch, average the weights of the last this many epochs
+    ema_decay: float = 0.0  # > 0: also keep an exponential moving average of the weights (decay per step; the
+    # first steps' decay is lower, (1 + t) / (10 + t)); dev is scored, and the bundles saved, with the averaged weights
     seed: int = 0
     verbose: int = 1  # 0 quiet, 1 progress bar per epoch, 2 one line per logged step
 
@@ -77,6 +79,8 @@ class TrainConfig:
         if self.average_epochs < 0 or self.average_epochs > self.epochs:
             raise ValueError(f"`average_epochs` must be in [0, epochs={self.epochs}] (0 or 1: no averaging), got "
                              f"{self.average_epochs!r}")
+        if not 0 <= self.ema_decay < 1:
+            raise ValueError(f"`ema_decay` must be in [0, 1) (0 = off; 0.99-0.9999 usual), got {self.ema_decay!r}")
         if not self.max_train_minutes >= 0:
             raise ValueError(f"`max_train_minutes` must be >= 0 (0 = no budget), got {self.max_train_minutes!r}")
 

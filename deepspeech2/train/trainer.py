@@ -157,16 +157,11 @@ class Trainer:
             # Shuffled, length-bucketed epochs have no batch count known in advance: the previous epoch's
             # count is the progress bar's target.
             self.epoch_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps_of_last_epoch")
-        # Every model variable by its path, besides the model: TF's checkpoint doesn't follow the Python lists in
-        # which Keras layers keep sublayers and weights (the conv front end's convs and BatchNorms, the RNNs'
-        # recurrent kernels). The optimizer brings the trainable ones back, but the front end's BN moving
-        # statistics would restart from 0 and 1 on resume, and the model evaluate as untrained until they
-        # re-converged.
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step,
-                                              model_variables={v.path: v for v in self.model.variables},
-                                              epoch=self.epoch, batch_in_epoch=self.position,
-                                              best_dev_wer=self.best_error, loss_scale=self.loss_scale,
-                                              finite_steps_in_a_row=self.good_steps, steps_of_last_epoch=self.epoch_steps)
+            # `ema_decay`: a moving average of every floating-point model variable (BatchNorm's statistics too).
+            self.ema_sources = [v for v in self.model.variables if v.dtype in ("float32", "float64")] \
+                if config.ema_decay else []
+            self.ema = [tf.Variable(tf.identity(v.value), trainable=False, name="ema") for v in self.ema_sources]
+        self.checkpoint = self._make_checkpoint(ema=bool(self.ema))
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.write_dir),
                                                   max_to_keep=config.keep_checkpoints if self.chief else 1)
         latest = tf.train.latest_checkpoint(str(self.ckpt_dir))
@@ -174,6 +169,7 @@ class Trainer:
             self._resume(latest)
         elif config.init_model_path:
             init_from(self.model, config.init_model_path)
+            self._reset_ema()
         self._check_workers_agree()
 
         forward = lambda f, n: self.model({"features": f, "feature_lengths": n}, training=True)  # noqa: E731
@@ -202,6 +198,32 @@ class Trainer:
         self.loss_blocks: list[tuple[int, float]] = []
         self.loss_block = [0.0, 0]
 
+    def _make_checkpoint(self, ema: bool) -> tf.train.Checkpoint:
+        """What a checkpoint holds: the model, optimizer and loop state, and (`ema`) the weights' moving average.
+
+        Every model variable is also saved by its path, besides the model: TF's checkpoint doesn't follow the
+        Python lists in which Keras layers keep sublayers and weights (the conv front end's convs and BatchNorms,
+        the RNNs' recurrent kernels). The optimizer brings the trainable ones back, but the front end's BN moving
+        statistics would restart from 0 and 1 on resume, and the model evaluate as untrained until they
+        re-converged."""
+        extra = {"ema": {v.path: e for v, e in zip(self.ema_sources, self.ema)}} if ema else {}
+        return tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step,
+                                   model_variables={v.path: v for v in self.model.variables},
+                                   epoch=self.epoch, batch_in_epoch=self.position, best_dev_wer=self.best_error,
+                                   loss_scale=self.loss_scale, finite_steps_in_a_row=self.good_steps,
+                                   steps_of_last_epoch=self.epoch_steps, **extra)
+
+    def _reset_ema(self) -> None:
+        for shadow, variable in zip(self.ema, self.ema_sources):
+            shadow.assign(variable.value)
+
+    def _swap_ema(self) -> None:
+        """Exchange the model's weights and their moving average (twice: back as they were)."""
+        for shadow, variable in zip(self.ema, self.ema_sources):
+            weights = tf.identity(variable.value)
+            variable.assign(shadow)
+            shadow.assign(weights)
+
     # -- resume -----------------------------------------------------------------------------------------
 
     def _resume(self, path: str) -> None:
@@ -213,7 +235,14 @@ class Trainer:
             ValueError: mid-epoch, what orders the epoch's batches changed, and `restart_epoch` is off.
         """
         config = self.config
-        restore_checkpoint(self.checkpoint, path)
+        if self.ema and not any(name.startswith("ema/") for name, _ in tf.train.list_variables(path)):
+            # A checkpoint of a run without `ema_decay`: the average starts from the restored weights.
+            restore_checkpoint(self._make_checkpoint(ema=False), path)
+            self._reset_ema()
+            logger.warning("%s has no moving average of the weights (`ema_decay` was off): it starts from the "
+                           "restored weights", path)
+        else:
+            restore_checkpoint(self.checkpoint, path)
         step, epoch, batch = (int(v.numpy()) for v in (self.step, self.epoch, self.position))
         logger.info("resumed from %s: step %d, epoch %d, batch %d", path, step, epoch, batch)
         if config.verbose:
@@ -310,6 +339,11 @@ class Trainer:
             for grad, variable in zip(grads, self.model.trainable_variables):
                 strategy.extended.update(variable.value, self._update_variable, args=(grad, lr), group=False)
             self.optimizer.iterations.assign_add(1)
+            if self.ema:  # TF's ExponentialMovingAverage with num_updates: a lower decay in the first steps
+                t = tf.cast(self.optimizer.iterations, tf.float32)
+                decay = tf.minimum(self.config.ema_decay, (1.0 + t) / (10.0 + t))
+                for shadow, variable in zip(self.ema, self.ema_sources):
+                    strategy.extended.update(shadow, _ema_update, args=(variable.value, decay), group=False)
             if fp16:  # dynamic loss scaling: double the scale after FP16_GROWTH_STEPS finite steps
                 grow = self.good_steps + 1 >= FP16_GROWTH_STEPS
                 self.loss_scale.assign(tf.where(grow, self.loss_scale * 2.0, self.loss_scale))
@@ -474,9 +508,19 @@ class Trainer:
         advance the epoch and checkpoint, so a restart begins the next epoch.
 
         An unfinished epoch (the time budget ran out) is evaluated and saved the same way, its record marked
-        "partial", but the epoch is not advanced: a restart goes on from the checkpoint's batch."""
+        "partial", but the epoch is not advanced: a restart goes on from the checkpoint's batch.
+
+        With `ema_decay`, dev is scored and the bundles saved with the weights' moving average; the weights as
+        trained are scored too, for the record (`dev_wer_trained`, `dev_cer_trained` in epochs.json)."""
         config, chief, step = self.config, self.chief, int(self.step.numpy())
         dev_wer = dev_error = None
+        trained = {}
+        if self.ema:
+            if config.dev_shards:
+                wer, cer, _ = evaluate(self.eval_fn, config.dev_shards, self.feature_config, self.normalizer,
+                                       self.vocab, self.pipeline)
+                trained = {"dev_wer_trained": wer, "dev_cer_trained": cer}
+            self._swap_ema()
         if config.dev_shards:
             dev_wer, dev_cer, examples = evaluate(self.eval_fn, config.dev_shards, self.feature_config,
                                                   self.normalizer, self.vocab, self.pipeline, config.num_examples)
@@ -489,7 +533,9 @@ class Trainer:
                     tf.summary.scalar("cer", dev_cer)
                     tf.summary.text("examples", "\n\n".join(f"**ref:** {r}  \n**hyp:** {h}" for r, h in examples))
             if config.verbose and chief:
-                print(f"epoch {epoch + 1}: dev WER {dev_wer:.2%}, CER {dev_cer:.2%}", flush=True)
+                print(f"epoch {epoch + 1}: dev WER {dev_wer:.2%}, CER {dev_cer:.2%}" + (
+                    f" (the weights' moving average; as trained: WER {trained['dev_wer_trained']:.2%}, CER "
+                    f"{trained['dev_cer_trained']:.2%})" if trained else ""), flush=True)
         if chief:
             with self.train_writer.as_default(step=step):
                 if self.augmentation:
@@ -508,7 +554,7 @@ class Trainer:
                                 "dev_wer": dev_wer, "dev_cer": self.history["dev_cer"][-1] if dev_wer is not None
                                 else None, "seconds": round(getattr(self, "epoch_seconds", 0.0), 1),
                                 "learning_rate": learning_rate(config, step, epoch), "loss_curve": curve,
-                                **({} if finished else {"partial": True})})
+                                **trained, **({} if finished else {"partial": True})})
             write_json(self.workdir / "epochs.json", self.epochs)
             plot_learning_curve(self.epochs, self.workdir / "learning_curve.png")
             if finished and config.average_epochs > 1:
@@ -516,6 +562,8 @@ class Trainer:
         self.epoch_loss, self.loss_blocks, self.loss_block = [0.0, 0], [], [0.0, 0]
         if dev_error is not None:
             self.best_error.assign(min(dev_error, float(self.best_error.numpy())))
+        if self.ema:
+            self._swap_ema()  # training goes on from the weights as trained
         if finished:
             self.epoch.assign_add(1)
             self.position.assign(0)
@@ -584,6 +632,10 @@ class Trainer:
             "FINAL_RESULT": round(float(np.mean(measured)), 3) if measured else 0.0, "UNIT": "sent./sec",
             "JOB_FAIL_FLAG": 0,
         }
+
+
+def _ema_update(shadow, value, decay):
+    return shadow.assign(decay * shadow + (1.0 - decay) * value)
 
 
 def _audio_summary(shard_dirs, augmentation, sample_rate: int) -> None:
