@@ -33,7 +33,8 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 # are flite voices), TINY_NEURAL_SHARE (share of them that are neural voices: hibari's woman and Piper's joe,
 # spread into many speakers; docs/experiments.md E21), TINY_VOICEBANK_SHARE (share of them that are voice banks of
 # real people: MBROLA, RHVoice and Pico from Debian contrib/non-free; E23), TINY_CHANNEL_SHARE (share of the training
-# utterances heard through a recording channel: MP3, band limits; E25), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
+# utterances heard through a recording channel: MP3, band limits; E25), TINY_PIPER_VARIATION (Piper's generator noise,
+# drawn per utterance: E41), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
 # (the share of the extra flite voices given a woman's formants and pitch together), DEMO_MODEL (a
 # preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes; read from its model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM. The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
@@ -43,6 +44,7 @@ TINY_FLITE_FEMALE ?= 0
 TINY_NEURAL_SHARE ?= 0.25
 TINY_VOICEBANK_SHARE ?= 0.25
 TINY_CHANNEL_SHARE ?= 0
+TINY_PIPER_VARIATION ?= 0
 ifeq ($(DEMO_SIZE),full)
 # More audio and voices for fewer epochs: the same steps as 12 epochs of 1.5 h, and 2-3 points less CER
 # with the LM on dev and on festival's voices (docs/experiments.md, E13 and E14).
@@ -101,7 +103,7 @@ $(TINY)/train.jsonl: | deps
 	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS) \
 		--flite_share $(TINY_FLITE_SHARE) --flite_formants=$(TINY_FLITE_FORMANTS) --flite_female $(TINY_FLITE_FEMALE) \
 		--neural_share $(TINY_NEURAL_SHARE) --voicebank_share $(TINY_VOICEBANK_SHARE) \
-		--channel_share $(TINY_CHANNEL_SHARE)
+		--channel_share $(TINY_CHANNEL_SHARE) --piper_variation $(TINY_PIPER_VARIATION)
 
 $(TINY)/vocab.txt: $(TINY)/train.jsonl
 	$(STAGE) "[2/8] vocabulary, validation, shards, noise and statistics"

@@ -60,6 +60,9 @@ flags.DEFINE_float("flite_female", 0.0, "tiny: this share of the extra flite voi
                    "(12-25% higher) and pitch (160-230 Hz) together.")
 flags.DEFINE_float("neural_share", 0.0, "tiny: this fraction of the training voices are neural (hibari's woman and "
                    "Piper's joe, each spread into many speakers); dev and test have none.")
+flags.DEFINE_float("piper_variation", 0.0, "tiny: Piper's generator noise (its voice's noise_scale and noise_w) times "
+                   "this, drawn per utterance, so each reading has its own timing and prosody (0: the voice's mean "
+                   "reading; needs the onnx package).")
 flags.DEFINE_float("voicebank_share", 0.0, "tiny: this fraction of the training voices are voice banks of real people "
                    "(MBROLA, RHVoice and Pico's English voices from Debian contrib/non-free: tools/apt-deps.sh voices), "
                    "each spread into many speakers; dev and test have none.")
@@ -148,6 +151,7 @@ def _prepare(command: str, args: list[str]) -> int:
                                                   train_speakers=FLAGS.train_speakers,
                                                   flite_share=FLAGS.flite_share, flite_formants=FLAGS.flite_formants,
                                                   flite_female=FLAGS.flite_female, neural_share=FLAGS.neural_share,
+                                                  piper_variation=FLAGS.piper_variation,
                                                   voicebank_share=FLAGS.voicebank_share,
                                                   channel_share=FLAGS.channel_share,
                                                   train_text=FLAGS.train_text,

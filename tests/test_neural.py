@@ -68,3 +68,38 @@ def test_warp_envelope_moves_features_up_by_the_factor():
     down = neural.warp_envelope(env, 0.8)
     assert np.argmax(down[:, 0]) == 80 and down[-1, 1] == pytest.approx(1.0)  # past the top: the top value
     assert neural.warp_envelope(env, 1.0) is env
+
+
+def test_piper_variation_is_the_generator_noise_drawn_from_the_seed(offline, monkeypatch):
+    speak = neural._Piper()
+    plain, sr = speak(SENTENCE, 1.0, neural.NeuralVoice(), seed=0)
+    voice = neural.NeuralVoice(variation=1.0)
+    readings = [speak(SENTENCE, 1.0, voice, seed=s)[0] for s in range(4)]
+    np.testing.assert_array_equal(readings[0], speak(SENTENCE, 1.0, voice, seed=0)[0])  # a seed, one reading
+    lengths = {len(r) for r in readings} | {len(plain)}
+    assert len(lengths) >= 3 and max(lengths) / min(lengths) < 1.25  # its own timing each time, the same speech
+    assert all(0.05 < np.abs(r).max() <= 1.0 for r in readings)
+    # No noise through the rewritten model is Piper's own noiseless reading.
+    ids = speak._phonemize(SENTENCE)[0]
+    silent = speak._noisy_audio(ids, 1.0, 0.0, np.random.default_rng(0))
+    from piper.config import SynthesisConfig
+    reference = speak._model.phoneme_ids_to_audio(ids, SynthesisConfig(length_scale=1.0, noise_scale=0.0,
+                                                                       noise_w_scale=0.0, normalize_audio=False))
+    np.testing.assert_allclose(silent, reference, atol=1e-5)
+    # A first draw too short for the durations is drawn again, longer, with the same values: the same reading.
+    full = speak._noisy_audio(ids, 1.0, 1.0, np.random.default_rng(7))
+    runs, run = [], speak._noisy.run
+    monkeypatch.setattr(speak._noisy, "run", lambda *a: runs.append(1) or run(*a), raising=False)
+    monkeypatch.setattr(neural, "PIPER_NOISE_FRAMES", 1)
+    np.testing.assert_array_equal(speak._noisy_audio(ids, 1.0, 1.0, np.random.default_rng(7)), full)
+    assert len(runs) > 1
+
+
+def test_seeded_noise_model_needs_the_two_random_nodes(tmp_path):
+    from onnx import TensorProto, helper, save
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    save(helper.make_model(graph), tmp_path / "m.onnx")
+    with pytest.raises(ValueError, match="expected two RandomNormalLike nodes"):
+        neural.seeded_noise_model(str(tmp_path / "m.onnx"))

@@ -393,7 +393,7 @@ def test_flite_formant_shift_keeps_duration_and_pitch():
     assert 1.1 < c2 / c1 < 1.3
     unshifted = synthesis.Job("train", 0, "x", dataclasses.replace(sp, formant=1.0), 1.0, 1.0, 60, -3.0, 0.0, 0.0)
     payload = [synthesis.SYNTH_VERSION, "x", {f: v for f, v in dataclasses.asdict(unshifted.speaker).items()
-                                         if f not in ("formant", "intonation", "breath")},
+                                         if f not in ("formant", "intonation", "breath", "variation")},
                1.0, 1.0, 60, -3.0, 0.0, 0.0]
     assert unshifted.key() == hashlib.sha1(json.dumps(payload).encode()).hexdigest()[:10]  # old files reused
 
@@ -474,6 +474,19 @@ def test_neural_share_of_a_large_corpus_and_its_spreads():
         TinyCorpusConfig(out_dir="x", flite_share=0.5, neural_share=0.5)
     with pytest.raises(ValueError, match="is for English"):
         TinyCorpusConfig(out_dir="x", language="zh", neural_share=0.2)
+
+
+def test_piper_variation_is_set_on_the_piper_speakers_only():
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=200, neural_share=0.3))
+    varied = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=200, neural_share=0.3,
+                                                   piper_variation=0.8))
+    assert [sp.variation for sp in varied["train"] if sp.engine == "piper"] == [0.8] * 30
+    assert [dataclasses.replace(sp, variation=0.0) for sp in varied["train"]] == base["train"]
+    assert varied["dev"] == base["dev"] and varied["test"] == base["test"]
+    job = synthesis.make_job("train", 0, "a b c", next(sp for sp in base["train"] if sp.engine == "piper"), seed=0)
+    assert job.key() != dataclasses.replace(job, speaker=dataclasses.replace(job.speaker, variation=0.8)).key()
+    with pytest.raises(ValueError, match="`piper_variation` must be in"):
+        TinyCorpusConfig(out_dir="x", piper_variation=-1)
 
 
 @pytest.mark.skipif(bool(voicebanks.missing()), reason=f"needs {voicebanks.missing()}: {voicebanks.APT_HINT}")

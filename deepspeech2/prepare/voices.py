@@ -106,6 +106,7 @@ class Speaker:
     # envelopes warped; Piper and the voice banks: as flite)
     intonation: float = 1.0  # hibari: factor on the F0 curve's excursions around its mean
     breath: float = 0.0  # hibari: gain of the noise part, in dB
+    variation: float = 0.0  # Piper: its generator's noise times this (`TinyCorpusConfig.piper_variation`)
 
 
 def _espeak_data_dir(exe: str) -> Path | None:
@@ -255,13 +256,15 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
             speakers.append(Speaker(id=f"flite-{name}" if seen[name] == 1 else f"flite-{name}-{seen[name]}",
                                     engine="flite", voice=name, variant=None, gender=gender, rate=round(rate, 3),
                                     pitch=round(pitch, 3), f0=f0, formant=round(formant, 3)))
-        speakers += _neural_speakers(neural_voices[split], np.random.default_rng([config.seed, 6, k]))
+        speakers += _neural_speakers(neural_voices[split], np.random.default_rng([config.seed, 6, k]),
+                                     config.piper_variation)
         speakers += _voicebank_speakers(banks[split], np.random.default_rng([config.seed, 7, k]))
         out[split] = speakers
     return out
 
 
-def _neural_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Generator) -> list[Speaker]:
+def _neural_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Generator,
+                     piper_variation: float = 0.0) -> list[Speaker]:
     """One speaker per (engine, voice, gender) entry, each with its own draw of the engine's spreads."""
     speakers, seen = [], collections.Counter()
     for engine, voice, gender in voices:
@@ -276,7 +279,8 @@ def _neural_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Gene
             pitch, formant, intonation, breath = 1.0, float(rng.uniform(*PIPER_FORMANT)), 1.0, 0.0
         speakers.append(Speaker(id=f"{engine}-{voice}-{seen[voice]}", engine=engine, voice=voice, variant=None,
                                 gender=gender, rate=round(rate, 3), pitch=round(pitch, 3), formant=round(formant, 3),
-                                intonation=round(intonation, 3), breath=round(breath, 2)))
+                                intonation=round(intonation, 3), breath=round(breath, 2),
+                                variation=piper_variation if engine == "piper" else 0.0))
     return speakers
 
 
