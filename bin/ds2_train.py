@@ -66,7 +66,7 @@ flags.DEFINE_integer("average_epochs", 0, "After the last epoch, average the wei
                      "checkpoint averaging as in ESPnet and PaddleSpeech) into averaged/, and make them model/ when "
                      "they score better on dev than the best epoch.")
 flags.DEFINE_float("ema_decay", 0.0, "Keep an exponential moving average of the weights, with this decay per step "
-                   "(e.g. 0.998; 0 = off), and score dev and save the bundles with it.")
+                   "(at most (1 + t) / (10 + t) at step t; 0 = off), and score dev and save the bundles with it.")
 flags.DEFINE_integer("seed", 0, "Seed of the weight initialization, the shuffles and the augmentation.")
 flags.DEFINE_integer("verbose", 1, "0 quiet, 1 progress bar, 2 a line per logged step.")
 flags.mark_flags_as_required(["workdir", "train_shards", "vocab", "mean_std"])

@@ -53,8 +53,9 @@ class TrainConfig:
     max_train_minutes: float = 0.0  # > 0: a wall-clock budget; the step that uses it up is the last, then dev
     # is evaluated and the bundles saved as at an epoch end (bench/ablations.py gives each variant the same)
     average_epochs: int = 0  # > 1: after the last epoch, average the weights of the last this many epochs
-    ema_decay: float = 0.0  # > 0: also keep an exponential moving average of the weights (decay per step; the
-    # first steps' decay is lower, (1 + t) / (10 + t)); dev is scored, and the bundles saved, with the averaged weights
+    ema_decay: float = 0.0  # > 0: also keep an exponential moving average of the weights (decay per step, at most
+    # (1 + t) / (10 + t) at step t: over T steps any decay above 1 - 9/T averages the same, about the last tenth of
+    # the steps); dev is scored, and the bundles saved, with the averaged weights
     seed: int = 0
     verbose: int = 1  # 0 quiet, 1 progress bar per epoch, 2 one line per logged step
 
