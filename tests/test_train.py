@@ -478,6 +478,13 @@ _REPLICAS = textwrap.dedent("""
             result[f"names"] = [w.path for w in t.model.weights]
             result[f"grad_norm{int(mirrored)}"] = t.history["grad_norm"]
             result[f"loss{int(mirrored)}"] = t.history["loss"]
+    elif scenario == "ema":
+        for mirrored in (False, True):
+            t = trainer(out + f"/run{int(mirrored)}", mirrored, epochs=1, clipnorm=0.5, optimizer="sgd", ema_decay=0.5)
+            t.fit()  # two steps; the bundles are saved with the average swapped in, then swapped back
+            result[f"ema{int(mirrored)}"] = [[np.array(x).tolist() for x in getattr(e, "values", (e,))]
+                                             for e in t.ema]
+            result[f"weights{int(mirrored)}"] = [[r.tolist() for r in w] for w in replicas(t.model)]
     elif scenario == "nan_on_one_replica":
         real = T.sparse_ctc_loss
         def poisoned(*args):  # NaN on replica 1's half of the batch only
@@ -519,6 +526,15 @@ def test_mirrored_step_equals_single_device_step(data, tmp_path):
         # the single-device value, on both replicas.
         for copy in mirrored:
             np.testing.assert_allclose(copy, single[0], rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_mirrored_ema_equals_single_device_ema(data, tmp_path):
+    result = _run_replicas(data, tmp_path, "ema")
+    assert len(result["ema0"]) == len(result["ema1"]) > 0
+    for single, mirrored in zip(result["ema0"] + result["weights0"], result["ema1"] + result["weights1"]):
+        assert len(mirrored) == 2
+        for copy in mirrored:  # on both replicas
+            np.testing.assert_allclose(copy, single[0], rtol=1e-4, atol=1e-6)
 
 
 def test_nan_on_one_replica_skips_the_step_on_all(data, tmp_path):
