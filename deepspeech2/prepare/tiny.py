@@ -114,8 +114,8 @@ class TinyCorpusConfig:
     # (deepspeech2/prepare/channel.py: MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
     train_text: str = ""  # en: a file of more training sentences, one a line (e.g. `ds2-prepare english`'s
-    # output), normalized as the transcripts are (deepspeech2/text.py); lines outside `min_words`-`max_words` or holding a dev or test sentence are
-    # left out
+    # output), normalized as the transcripts are (deepspeech2/text.py); lines outside `min_words`-`max_words` or
+    # holding a dev or test sentence are left out
     train_text_share: float = 0.0  # this fraction of the training sentences come from `train_text`, spread evenly
     # among fortunes'; dev and test stay fortunes
     progress: bool = True  # show a progress bar per split

@@ -32,14 +32,12 @@ def plot_learning_curve(epochs: list[dict], png: str | Path) -> None:
         err = ax.twinx()
         ema = any("dev_wer_trained" in e for e in epochs)  # ema_decay: dev_wer is the moving average's
         suffix = ", weights' moving average" if ema else ""
-        err.plot(x, [100 * e["dev_wer"] if e["dev_wer"] is not None else None for e in epochs], "s-",
-                 color="tab:red", label=f"dev WER (greedy{suffix})")
-        err.plot(x, [100 * e["dev_cer"] if e["dev_cer"] is not None else None for e in epochs], "^-",
-                 color="tab:orange", label=f"dev CER (greedy{suffix})")
-        if ema:
-            for key, color, marker in (("wer", "tab:red", "s"), ("cer", "tab:orange", "^")):
-                err.plot(x, [100 * e[f"dev_{key}_trained"] if e.get(f"dev_{key}_trained") is not None else None
-                             for e in epochs], f"{marker}--", color=color, alpha=0.6, mfc="none",
+        percent = lambda key: [100 * e[key] if e.get(key) is not None else None for e in epochs]  # noqa: E731
+        for key, color, marker in (("wer", "tab:red", "s"), ("cer", "tab:orange", "^")):
+            err.plot(x, percent(f"dev_{key}"), f"{marker}-", color=color,
+                     label=f"dev {key.upper()} (greedy{suffix})")
+            if ema:
+                err.plot(x, percent(f"dev_{key}_trained"), f"{marker}--", color=color, alpha=0.6, mfc="none",
                          label=f"dev {key.upper()} (greedy, weights as trained)")
         err.set_ylabel("dev error rate (%)")
         err.set_ylim(0, max(100, *(100 * e["dev_wer"] for e in epochs if e["dev_wer"] is not None)))
