@@ -494,6 +494,9 @@ def test_training_steps_reduce_ctc_loss():
 
 
 def test_mixed_bfloat16_policy():
+    # Seeded: with some initial weights (1 in 12 seeds) a BatchNorm beta's gradient of sum(logits) nearly cancels
+    # (norm ~2 against 10-15), and bf16's rounding turns it 20 degrees; the test checks the policy, not that.
+    keras.utils.set_random_seed(0)
     fp32 = build_model(dataclasses.replace(TINY, rnn_layers=1))
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
