@@ -59,13 +59,14 @@ flags.DEFINE_bool("flite_formants", False, "tiny: the extra flite voices (past -
 flags.DEFINE_float("flite_female", 0.0, "tiny: this share of the extra flite voices get a woman's formants "
                    "(12-25% higher) and pitch (160-230 Hz) together.")
 flags.DEFINE_float("neural_share", 0.0, "tiny: this fraction of the training voices are neural (hibari's woman and "
-                   "Piper's joe, each spread into many speakers); dev and test have none.")
+                   "Piper's joe, each spread into many speakers); dev's own speakers of them read its sentences again, "
+                   "test has none.")
 flags.DEFINE_float("piper_variation", 0.0, "tiny: Piper's generator noise (its voice's noise_scale and noise_w) times "
                    "this, drawn per utterance, so each reading has its own timing and prosody (0: the voice's mean "
                    "reading; needs the onnx package).")
 flags.DEFINE_float("voicebank_share", 0.0, "tiny: this fraction of the training voices are voice banks of real people "
                    "(MBROLA, RHVoice and Pico's English voices from Debian contrib/non-free: tools/apt-deps.sh voices), "
-                   "each spread into many speakers; dev and test have none.")
+                   "each spread into many speakers; dev's own speakers of them read its sentences again, test has none.")
 flags.DEFINE_float("channel_share", 0.0, "tiny: this fraction of the training utterances are heard through a recording "
                    "channel (MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean.")
 flags.DEFINE_string("train_text", "", "tiny: a file of more training sentences, one a line (e.g. `ds2-prepare "

@@ -436,9 +436,18 @@ def test_neural_voices_are_their_share_of_training_and_in_no_other_split(mixed):
     info = json.loads((out / "speakers.json").read_text())
     engines = {s: collections.Counter(sp["engine"] for sp in info["splits"][s]) for s in voices.SPLITS}
     assert engines["train"] == {"hibari": 2, "piper": 2, "flite": 3, "espeak-ng": 1}
-    assert engines["dev"].keys() == {"espeak-ng"} and engines["test"].keys() == {"espeak-ng", "flite"}
+    assert engines["dev"] == {"espeak-ng": 8, "hibari": 2, "piper": 2} and engines["test"].keys() == {"espeak-ng",
+                                                                                                      "flite"}
     heard = collections.Counter(u.speaker.split("-")[0] for u in manifests["train"])
     assert heard["hibari"] >= 2 and heard["piper"] >= 2  # the neural voices speak in the corpus
+    # Dev: its espeak-ng speakers up to its target, then each of those sentences again by a neural dev speaker.
+    espeak = [u for u in manifests["dev"] if u.extra["engine"] == "espeak-ng"]
+    again = [u for u in manifests["dev"] if u.extra["engine"] != "espeak-ng"]
+    assert sum(u.duration for u in espeak) >= 12.0 > sum(u.duration for u in espeak[:-1])
+    assert [u.text for u in again] == [u.text for u in espeak]
+    assert [u.speaker for u in again[:4]] == ["hibari-heart-dev1", "piper-joe-dev1", "hibari-heart-dev2",
+                                              "piper-joe-dev2"]
+    assert not {u.speaker for u in manifests["dev"]} & {sp["id"] for sp in info["splits"]["train"]}
     # A voice is an engine's voice with its settings: no two speakers share one, within or across splits.
     settings = [json.dumps({k: v for k, v in sp.items() if k != "id"}, sort_keys=True)
                 for s in voices.SPLITS for sp in info["splits"][s]]
@@ -459,7 +468,10 @@ def test_neural_share_of_a_large_corpus_and_its_spreads():
     speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, flite_share=0.2,
                                                    neural_share=0.3))
     base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, flite_share=0.2))
-    assert speakers["dev"] == base["dev"] and speakers["test"] == base["test"]
+    # Dev keeps its espeak-ng speakers and gains two of each neural voice; test is unchanged.
+    assert speakers["dev"][:len(base["dev"])] == base["dev"] and speakers["test"] == base["test"]
+    assert [sp.id for sp in speakers["dev"][len(base["dev"]):]] == ["hibari-heart-dev1", "piper-joe-dev1",
+                                                                     "hibari-heart-dev2", "piper-joe-dev2"]
     count = collections.Counter(sp.engine for sp in speakers["train"])
     assert count == {"hibari": 150, "piper": 150, "flite": 200, "espeak-ng": 500}
     hibari = [sp for sp in speakers["train"] if sp.engine == "hibari"]
@@ -481,8 +493,10 @@ def test_piper_variation_is_set_on_the_piper_speakers_only():
     varied = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=200, neural_share=0.3,
                                                    piper_variation=0.8))
     assert [sp.variation for sp in varied["train"] if sp.engine == "piper"] == [0.8] * 30
-    assert [dataclasses.replace(sp, variation=0.0) for sp in varied["train"]] == base["train"]
-    assert varied["dev"] == base["dev"] and varied["test"] == base["test"]
+    assert [sp.variation for sp in varied["dev"] if sp.engine == "piper"] == [0.8] * 2  # dev's Piper speakers too
+    for split in ("train", "dev"):
+        assert [dataclasses.replace(sp, variation=0.0) for sp in varied[split]] == base[split]
+    assert varied["test"] == base["test"]
     job = synthesis.make_job("train", 0, "a b c", next(sp for sp in base["train"] if sp.engine == "piper"), seed=0)
     assert job.key() != dataclasses.replace(job, speaker=dataclasses.replace(job.speaker, variation=0.8)).key()
     with pytest.raises(ValueError, match="`piper_variation` must be in"):
@@ -497,9 +511,14 @@ def test_voice_banks_are_their_share_of_training_in_no_other_split_and_identical
     info = json.loads((tmp_path / "a" / "speakers.json").read_text())
     engines = {s: collections.Counter(sp["engine"] for sp in info["splits"][s]) for s in voices.SPLITS}
     assert engines["train"] == {"mbrola": 4, "rhvoice": 5, "pico": 2, "flite": 3, "espeak-ng": 2}
-    assert engines["dev"].keys() == {"espeak-ng"} and engines["test"].keys() == {"espeak-ng", "flite"}
-    banks = {(sp["engine"], sp["voice"]) for sp in info["splits"]["train"] if sp["engine"] in voicebanks.ENGINES}
-    assert banks == {(e, v) for e, v, _ in voicebanks.VOICES}
+    assert engines["dev"] == {"espeak-ng": 8, "mbrola": 4, "rhvoice": 5, "pico": 2}
+    assert engines["test"].keys() == {"espeak-ng", "flite"}
+    for split in ("train", "dev"):
+        banks = {(sp["engine"], sp["voice"]) for sp in info["splits"][split] if sp["engine"] in voicebanks.ENGINES}
+        assert banks == {(e, v) for e, v, _ in voicebanks.VOICES}
+    again = [u for u in manifests["dev"] if u.extra["engine"] != "espeak-ng"]
+    assert [u.text for u in again] == [u.text for u in manifests["dev"] if u.extra["engine"] == "espeak-ng"]
+    assert [u.speaker for u in again[:2]] == ["mbrola-us1-dev1", "rhvoice-bdl-dev1"]
     assert {"mbrola", "rhvoice", "pico"} <= set(info["engines"])
     heard = collections.Counter(u.extra["engine"] for u in manifests["train"])
     assert all(heard[e] >= 2 for e in voicebanks.ENGINES), heard  # each engine speaks in the corpus
@@ -513,7 +532,8 @@ def test_voice_bank_share_of_a_large_corpus_and_its_spreads():
     speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, flite_share=0.1,
                                                    neural_share=0.2, voicebank_share=0.2))
     base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, flite_share=0.1))
-    assert speakers["dev"] == base["dev"] and speakers["test"] == base["test"]
+    assert speakers["dev"][:len(base["dev"])] == base["dev"] and speakers["test"] == base["test"]
+    assert len(speakers["dev"]) == len(base["dev"]) + 4 + len(voicebanks.VOICES)
     count = collections.Counter(sp.engine for sp in speakers["train"])
     assert count == {"mbrola": 80, "rhvoice": 100, "pico": 40, "hibari": 110, "piper": 110, "flite": 110,
                      "espeak-ng": 550}

@@ -7,7 +7,7 @@ writes `results/demo.json` with keys a script can read: `test.wer_lm`, `test.cer
 `test.cer_greedy` (and the same under `dev`), `train.*`, `lm.*`, `rtf.*`, `paths.*`; after `make demo-heldout`
 also `heldout.*` and `heldout_dev.*` (the test and dev sentences read by festival voices, an engine the demo
 never trains on), and after `make demo-people` `people.*` (recordings of real people, examples/people), with a
-breakdown per voice (the table shows test's), and dev's and test's per synthesizer
+breakdown per voice (the table shows festival's), and dev's and test's per synthesizer (the table shows both)
 (`test.engines.flite.cer_lm`...).
 """
 
@@ -95,7 +95,8 @@ def format_table(s: dict) -> str:
     for split in ("dev", "test", "heldout_dev", "heldout", "people"):
         if split in s:
             rows.append(row(f"{split} ({s[split]['utterances']})", s[split]))
-            if split == "test":  # test's voices by synthesizer
+            if split in ("dev", "test"):  # their voices by synthesizer (dev's espeak-ng row: the voices it had alone
+                # until E49, which tuning once saw)
                 rows += [row(f"  {engine} ({r['utterances']})", r) for engine, r in s[split].get("engines", {}).items()]
             if split == "heldout":  # festival's voices: an engine training never heard
                 rows += [row("  " + voice.removeprefix("festival-")[:16], r) for voice, r in s[split]["voices"].items()]

@@ -19,9 +19,13 @@ than flite's way of speaking, so training gets three and dev none). Mandarin use
 `neural_share` of the training speakers are neural voices (deepspeech2/prepare/neural.py: hibari's woman and
 Piper's man, spread into many speakers by pitch, intonation, vocal-tract length, breathiness and rate), and
 `voicebank_share` are voice banks of real people (deepspeech2/prepare/voicebanks.py: MBROLA's, RHVoice's and Pico's
-eleven English voices, spread by rate, pitch, vocal-tract length and gender); dev and test have neither, so no
-test voice is ever a training voice. The synthesizers read the normalized transcript itself,
-so audio and text always agree.
+eleven English voices, spread by rate, pitch, vocal-tract length and gender). Test has neither, so no test voice is
+ever a training voice; dev's sentences, read by its espeak-ng speakers up to `dev_minutes`, are read again by dev's own
+speakers of those engines (each sentence once more, by a neural voice's or a voice bank's speaker in turn, with
+settings no training speaker has), so that the dev set where alpha and beta are tuned holds every kind of voice
+training has (docs/experiments.md, E49: tuned on espeak-ng's voices alone, the word bonus came out too large for
+any other engine's).
+The synthesizers read the normalized transcript itself, so audio and text always agree.
 
 Everything derives from `seed` by utterance index (a job's sentence, speaker and parameters never depend
 on the order in which workers finish), and the synthesizers are deterministic, so the same seed gives
@@ -93,7 +97,8 @@ class TinyCorpusConfig:
     # hour of audio shows each character often enough to learn it (docs/experiments.md, Mandarin); 0: all
     train_speakers: int = 40  # speakers in train (en: 3 of them flite voices); beyond the number of training
     # variants, espeak-ng speakers reuse variants with other accents, rates, pitches and word gaps
-    dev_speakers: int = 8  # unseen speakers in dev (en: espeak-ng only)
+    dev_speakers: int = 8  # dev's espeak-ng speakers, unseen in training (with neural or voice-bank training voices,
+    # dev's own speakers of those read its sentences again: voices.DEV_NEURAL_VOICES, DEV_VOICEBANKS)
     test_speakers: int = 8  # unseen speakers in test (en: 1 flite voice)
     use_flite: bool = True  # en: add the flite voices to the speaker pool
     flite_share: float = 0.0  # en: at least this fraction of the training speakers are flite voices (its
@@ -192,11 +197,12 @@ def _run_split(jobs: Iterator[Job], target_seconds: float, out_dir: Path, langua
                progress: bool, desc: str) -> _SplitResult:
     """Render jobs in order until the accepted prefix lasts `target_seconds`; at most `window` in flight."""
     result = _SplitResult([])
-    pending: dict[int, tuple[Job, concurrent.futures.Future]] = {}
-    next_commit = 0
+    pending: dict[int, tuple[Job, concurrent.futures.Future]] = {}  # by position in `jobs`
+    submitted = next_commit = 0
     jobs = iter(jobs)
     exhausted = False
-    bar = progress_bar(total=round(target_seconds), unit="s", desc=desc, show=progress, leave=False)
+    bar = progress_bar(total=None if math.isinf(target_seconds) else round(target_seconds), unit="s", desc=desc,
+                       show=progress, leave=False)
     try:
         while result.seconds < target_seconds:
             while not exhausted and len(pending) < window:
@@ -204,7 +210,8 @@ def _run_split(jobs: Iterator[Job], target_seconds: float, out_dir: Path, langua
                 if job is None:
                     exhausted = True
                     break
-                pending[job.index] = (job, pool.submit(render, job, out_dir, espeak, flite))
+                pending[submitted] = (job, pool.submit(render, job, out_dir, espeak, flite))
+                submitted += 1
             if next_commit not in pending:
                 result.exhausted = True
                 break
@@ -225,7 +232,7 @@ def _run_split(jobs: Iterator[Job], target_seconds: float, out_dir: Path, langua
                 speaker=job.speaker.id, language=language, extra={"engine": job.speaker.engine}))
             result.seconds += duration
             result.reused += reused
-            bar.update(min(round(result.seconds), round(target_seconds)) - bar.n)
+            bar.update(round(min(result.seconds, target_seconds)) - bar.n)
     finally:
         bar.close()
         for _, future in pending.values():  # work past the target: not part of the corpus
@@ -275,6 +282,17 @@ def _jobs(split: str, sentences: Sequence[str], speakers: Sequence[Speaker], see
         sentence = sentences[i % len(sentences)]
         speaker = speakers[(i + i // len(sentences)) % len(speakers)]
         yield make_job(split, i, sentence, speaker, seed, channel_share)
+
+
+def _reread_jobs(utterances: Sequence[Utterance], speakers: Sequence[Speaker], first_index: int, seed: int
+                 ) -> Iterator[Job]:
+    """Dev's sentences once more: utterance i read by a speaker of the engine families `speakers` has (neural
+    voices, voice banks) in turn, each family's speakers in turn; job indices from `first_index` on, past dev's own."""
+    families = [f for f in ([sp for sp in speakers if sp.engine in neural.ENGINES],
+                            [sp for sp in speakers if sp.engine in voicebanks.ENGINES]) if f]
+    for i, u in enumerate(utterances):
+        family = families[i % len(families)]
+        yield make_job("dev", first_index + i, u.text, family[i // len(families) % len(family)], seed)
 
 
 def _remove_orphans(wav_root: Path, keep: set[Path]) -> int:
@@ -349,16 +367,25 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
                                 f"{voicebanks.APT_HINT}")
     versions |= {engine: voicebanks.version(engine) for engine in bank_engines}
     targets = {"train": config.hours * 3600, "dev": config.dev_minutes * 60, "test": config.test_minutes * 60}
+    # Dev's neural and voice-bank speakers read its sentences again once its own (espeak-ng) reach the target.
+    rereaders = [sp for sp in speakers["dev"] if sp.engine in neural.ENGINES + voicebanks.ENGINES]
+    readers = {s: [sp for sp in speakers[s] if s != "dev" or sp not in rereaders] for s in SPLITS}
 
     results = {}
     with concurrent.futures.ThreadPoolExecutor(config.num_workers, thread_name_prefix="tiny") as pool_:
         for split in ("dev", "test", "train"):
             results[split] = _run_split(
-                _jobs(split, sentences[split], speakers[split], config.seed, cycle=split == "train",
+                _jobs(split, sentences[split], readers[split], config.seed, cycle=split == "train",
                       channel_share=config.channel_share),
                 targets[split], out_dir, config.language, pool_, 4 * config.num_workers, espeak, flite,
                 config.progress, f"tiny {config.language} {split}")
             r = results[split]
+            if split == "dev" and rereaders:
+                more = _run_split(_reread_jobs(r.utterances, rereaders, reserve["dev"], config.seed), math.inf,
+                                  out_dir, config.language, pool_, 4 * config.num_workers, espeak, flite,
+                                  config.progress, f"tiny {config.language} dev, other engines")
+                r.utterances += more.utterances
+                r.seconds, r.reused, r.failed = r.seconds + more.seconds, r.reused + more.reused, r.failed + more.failed
             log.info("tiny %s: %d utterances, %.1f min (%d reused, %d failed)", split, len(r.utterances),
                      r.seconds / 60, r.reused, len(r.failed))
             if r.exhausted:

@@ -2,7 +2,8 @@
 e.g. espeak-ng `en-gb-scotland` + variant `m3`, or flite `slt`, with its own base rate and pitch (and, for the
 flite, neural and voice-bank speakers, its own vocal tract). Train, dev and test never share a speaker nor an
 espeak-ng variant; the test split alone has the Caribbean accent (`en-029`) and flite's `slt`; the neural voices
-(neural.py) and the voice banks (voicebanks.py) speak in training only.
+(neural.py) and the voice banks (voicebanks.py) speak in training and, as speakers of their own (DEV_NEURAL_VOICES,
+DEV_VOICEBANKS, drawn from dev's streams), in dev, where they read dev's sentences again (tiny.py).
 """
 
 from __future__ import annotations
@@ -70,9 +71,14 @@ FLITE_EXTRA_FORMANT = (1.0, 1.25)
 # (E8's formants alone, with the pitch drawn apart, left most shifted speakers neither man nor woman).
 FLITE_FEMALE_FORMANT = (1.12, 1.25)
 FLITE_FEMALE_PITCH = (1.5, 2.1)  # x the voice's F0 (kal16 105 Hz, awb 110 Hz): 160-230 Hz
-# Neural training voices (deepspeech2/prepare/neural.py): (engine, voice, gender) by split. Each is spread into many
-# speakers; hibari's woman also becomes men (F0 about halved, formants 8-20% lower).
-NEURAL_VOICES = {"train": (("hibari", neural.HIBARI_VOICE, "F"), ("piper", "joe", "M")), "dev": (), "test": ()}
+# Neural voices (deepspeech2/prepare/neural.py): (engine, voice, gender). Each is spread into many speakers; hibari's
+# woman also becomes men (F0 about halved, formants 8-20% lower).
+NEURAL_VOICES = (("hibari", neural.HIBARI_VOICE, "F"), ("piper", "joe", "M"))
+# Dev's speakers of the neural voices and the voice banks training uses (when it uses them): two of each neural voice
+# and one of each voice bank, with settings of their own, so that dev (where alpha/beta are tuned) holds every kind of
+# voice training has, not espeak-ng's alone (docs/experiments.md, E49). Test has none: it stays as it was measured.
+DEV_NEURAL_VOICES = NEURAL_VOICES * 2
+DEV_VOICEBANKS = voicebanks.VOICES
 HIBARI_MALE_PITCH = (0.5, 0.7)  # x heart's F0 (about 185 Hz): 90-130 Hz
 HIBARI_MALE_FORMANT = (0.8, 0.92)
 HIBARI_FEMALE_PITCH = (0.85, 1.25)  # 155-230 Hz
@@ -197,13 +203,14 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
         wanted = max(len(flite["train"]), round(config.flite_share * config.train_speakers))
         flite["train"] = tuple(flite["train"][j % len(flite["train"])] for j in range(wanted))
     wanted = round(config.neural_share * config.train_speakers) if en else 0
-    neural_voices = {s: tuple(NEURAL_VOICES[s][j % len(NEURAL_VOICES[s])] for j in range(wanted if NEURAL_VOICES[s]
-                                                                                        else 0)) for s in SPLITS}
+    neural_voices = {"train": tuple(NEURAL_VOICES[j % len(NEURAL_VOICES)] for j in range(wanted)),
+                     "dev": DEV_NEURAL_VOICES if wanted else (), "test": ()}
     wanted = round(config.voicebank_share * config.train_speakers) if en else 0
-    banks = {"train": tuple(voicebanks.VOICES[j % len(voicebanks.VOICES)] for j in range(wanted)), "dev": (),
-             "test": ()}
-    sizes = {s: getattr(config, f"{s}_speakers") - len(flite[s]) - len(neural_voices[s]) - len(banks[s])
-             for s in SPLITS}
+    banks = {"train": tuple(voicebanks.VOICES[j % len(voicebanks.VOICES)] for j in range(wanted)),
+             "dev": DEV_VOICEBANKS if wanted else (), "test": ()}
+    # `dev_speakers` counts dev's espeak-ng speakers: its neural and voice-bank speakers read the same sentences again
+    sizes = {s: getattr(config, f"{s}_speakers") - len(flite[s])
+             - (len(neural_voices[s]) + len(banks[s]) if s == "train" else 0) for s in SPLITS}
     variants = _split_variants(female, male, sizes, rng)
     if en:
         train_accents = [a for a in EN_TRAIN_ACCENTS if a in voices] or ["en-us"]
@@ -256,16 +263,18 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
             speakers.append(Speaker(id=f"flite-{name}" if seen[name] == 1 else f"flite-{name}-{seen[name]}",
                                     engine="flite", voice=name, variant=None, gender=gender, rate=round(rate, 3),
                                     pitch=round(pitch, 3), f0=f0, formant=round(formant, 3)))
+        tag = "dev" if split == "dev" else ""  # ids apart from training's (hibari-heart-dev1, not hibari-heart-1)
         speakers += _neural_speakers(neural_voices[split], np.random.default_rng([config.seed, 6, k]),
-                                     config.piper_variation)
-        speakers += _voicebank_speakers(banks[split], np.random.default_rng([config.seed, 7, k]))
+                                     config.piper_variation, tag)
+        speakers += _voicebank_speakers(banks[split], np.random.default_rng([config.seed, 7, k]), tag)
         out[split] = speakers
     return out
 
 
 def _neural_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Generator,
-                     piper_variation: float = 0.0) -> list[Speaker]:
-    """One speaker per (engine, voice, gender) entry, each with its own draw of the engine's spreads."""
+                     piper_variation: float = 0.0, tag: str = "") -> list[Speaker]:
+    """One speaker per (engine, voice, gender) entry, each with its own draw of the engine's spreads; ids
+    `<engine>-<voice>-<tag><n>`."""
     speakers, seen = [], collections.Counter()
     for engine, voice, gender in voices:
         seen[voice] += 1
@@ -277,16 +286,17 @@ def _neural_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Gene
             intonation, breath = float(rng.uniform(*HIBARI_INTONATION)), float(rng.uniform(*HIBARI_BREATH_DB))
         else:  # piper: one factor moves the vocal tract and the pitch together
             pitch, formant, intonation, breath = 1.0, float(rng.uniform(*PIPER_FORMANT)), 1.0, 0.0
-        speakers.append(Speaker(id=f"{engine}-{voice}-{seen[voice]}", engine=engine, voice=voice, variant=None,
+        speakers.append(Speaker(id=f"{engine}-{voice}-{tag}{seen[voice]}", engine=engine, voice=voice, variant=None,
                                 gender=gender, rate=round(rate, 3), pitch=round(pitch, 3), formant=round(formant, 3),
                                 intonation=round(intonation, 3), breath=round(breath, 2),
                                 variation=piper_variation if engine == "piper" else 0.0))
     return speakers
 
 
-def _voicebank_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Generator) -> list[Speaker]:
+def _voicebank_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Generator,
+                        tag: str = "") -> list[Speaker]:
     """One speaker per (engine, voice, gender) entry: the person's rate, pitch and vocal tract spread, some of
-    them crossed to the other gender."""
+    them crossed to the other gender; ids `<engine>-<voice>-<tag><n>`."""
     speakers, seen = [], collections.Counter()
     for engine, voice, gender in voices:
         seen[voice] += 1
@@ -296,6 +306,6 @@ def _voicebank_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.G
             spread = VOICEBANK_TO_FEMALE if gender == "M" else VOICEBANK_TO_MALE
             gender = "F" if gender == "M" else "M"
             pitch, formant = float(rng.uniform(*spread["pitch"])), float(rng.uniform(*spread["formant"]))
-        speakers.append(Speaker(id=f"{engine}-{voice}-{seen[voice]}", engine=engine, voice=voice, variant=None,
+        speakers.append(Speaker(id=f"{engine}-{voice}-{tag}{seen[voice]}", engine=engine, voice=voice, variant=None,
                                 gender=gender, rate=round(rate, 3), pitch=round(pitch, 3), formant=round(formant, 3)))
     return speakers
