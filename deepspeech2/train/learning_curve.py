@@ -15,7 +15,7 @@ def plot_learning_curve(epochs: list[dict], png: str | Path) -> None:
     from deepspeech2.fileio import atomic_path
 
     x = [e["epoch"] for e in epochs]
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    fig, ax = plt.subplots(figsize=(7, 5), dpi=100)
     curve = [point for e in epochs for point in e.get("loss_curve") or ()]  # x in epochs done
     if curve:  # within each epoch, so that a run of few long epochs still shows how it learned
         ax.plot([c[0] for c in curve], [c[1] for c in curve], "-", color="tab:blue", alpha=0.35, lw=1,
@@ -43,7 +43,8 @@ def plot_learning_curve(epochs: list[dict], png: str | Path) -> None:
         err.set_ylim(0, max(100, *(100 * e["dev_wer"] for e in epochs if e["dev_wer"] is not None)))
         h2 = err.get_legend_handles_labels()
         handles = (handles[0] + h2[0], handles[1] + h2[1])
-    ax.legend(*handles, loc="upper right", fontsize=8)
+    # Below the axes: inside, it hid the dev curves wherever they ran high (a hard dev set, an early epoch).
+    ax.legend(*handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8)
     ax.set_title("learning curve")
     ax.grid(alpha=0.3)
     fig.tight_layout()
