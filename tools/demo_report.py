@@ -95,8 +95,7 @@ def format_table(s: dict) -> str:
     for split in ("dev", "test", "heldout_dev", "heldout", "people"):
         if split in s:
             rows.append(row(f"{split} ({s[split]['utterances']})", s[split]))
-            if split in ("dev", "test"):  # their voices by synthesizer (dev's espeak-ng row: the voices it had alone
-                # until E49, which tuning once saw)
+            if split in ("dev", "test"):  # their voices by synthesizer
                 rows += [row(f"  {engine} ({r['utterances']})", r) for engine, r in s[split].get("engines", {}).items()]
             if split == "heldout":  # festival's voices: an engine training never heard
                 rows += [row("  " + voice.removeprefix("festival-")[:16], r) for voice, r in s[split]["voices"].items()]

@@ -369,7 +369,7 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
     targets = {"train": config.hours * 3600, "dev": config.dev_minutes * 60, "test": config.test_minutes * 60}
     # Dev's neural and voice-bank speakers read its sentences again once its own (espeak-ng) reach the target.
     rereaders = [sp for sp in speakers["dev"] if sp.engine in neural.ENGINES + voicebanks.ENGINES]
-    readers = {s: [sp for sp in speakers[s] if s != "dev" or sp not in rereaders] for s in SPLITS}
+    readers = dict(speakers, dev=[sp for sp in speakers["dev"] if sp not in rereaders])
 
     results = {}
     with concurrent.futures.ThreadPoolExecutor(config.num_workers, thread_name_prefix="tiny") as pool_:
