@@ -519,6 +519,10 @@ def test_voice_banks_are_their_share_of_training_in_no_other_split_and_identical
     again = [u for u in manifests["dev"] if u.extra["engine"] != "espeak-ng"]
     assert [u.text for u in again] == [u.text for u in manifests["dev"] if u.extra["engine"] == "espeak-ng"]
     assert [u.speaker for u in again[:2]] == ["mbrola-us1-dev1", "rhvoice-bdl-dev1"]
+    # dev's voice-bank speakers are the same people with settings no training speaker has
+    settings = [json.dumps({k: v for k, v in sp.items() if k != "id"}, sort_keys=True)
+                for s in voices.SPLITS for sp in info["splits"][s]]
+    assert len(set(settings)) == len(settings)
     assert {"mbrola", "rhvoice", "pico"} <= set(info["engines"])
     heard = collections.Counter(u.extra["engine"] for u in manifests["train"])
     assert all(heard[e] >= 2 for e in voicebanks.ENGINES), heard  # each engine speaks in the corpus
