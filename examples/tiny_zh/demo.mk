@@ -16,6 +16,7 @@ export LANG
 # Mandarin defaults (a knob given on the command line wins).
 ifeq ($(DEMO_SIZE),full)
 ZH_EPOCHS := $(if $(filter command line,$(origin DEMO_EPOCHS)),$(DEMO_EPOCHS),20)
+ZH_BEAM := $(if $(filter command line,$(origin DEMO_BEAM)),$(DEMO_BEAM),100)
 ZH_HOURS := $(if $(filter command line,$(origin TINY_HOURS)),$(TINY_HOURS),1.5)
 # beta up to 6: on Z14's dev the best CER sat on the old grid's edge (beta 3) and fell to beta 5.
 ZH_GRID := --alpha_from 0 --alpha_to 1.5 --num_alphas 7 --beta_from 0 --beta_to 6 --num_betas 13
@@ -23,6 +24,7 @@ ZH_MODEL := examples/tiny_zh/model.json
 ZH_POETRY ?= 1
 else
 ZH_EPOCHS := $(DEMO_EPOCHS)
+ZH_BEAM := $(DEMO_BEAM)
 ZH_HOURS := $(TINY_HOURS)
 ZH_GRID := $(DEMO_GRID)
 ZH_MODEL := tiny
@@ -104,7 +106,7 @@ $(ZH_LM).bin: $(ZH)/train.jsonl $(ZH_POETRY_TXT) | $(VENV)/bin/lmplz
 $(ZH_RES)/tune.json: $(ZH_RUN)/.trained-$(ZH_EPOCHS) $(ZH_LM).bin
 	$(STAGE) "[5/8] tune alpha and the per-character beta on dev by CER (beam search with the LM)"
 	$(BIN)/ds2-tune --model_dir $(ZH_RUN)/model --manifest $(ZH)/dev.clean.jsonl --lm $(ZH_LM).bin $(ZH_GRID) \
-		--beam_size $(DEMO_BEAM) --out_json $@ --out_png $(ZH_RES)/tune.png
+		--beam_size $(ZH_BEAM) --out_json $@ --out_png $(ZH_RES)/tune.png
 
 $(ZH_RES)/%_greedy.json: $(ZH_RUN)/.trained-$(ZH_EPOCHS)
 	$(STAGE) "[6/8] evaluate $* greedy"
@@ -113,12 +115,12 @@ $(ZH_RES)/%_greedy.json: $(ZH_RUN)/.trained-$(ZH_EPOCHS)
 $(ZH_RES)/%_lm.json: $(ZH_RES)/tune.json
 	$(STAGE) "[6/8] evaluate $* with the LM (alpha, beta from $<)"
 	$(BIN)/ds2-eval --model_dir $(ZH_RUN)/model --manifest $(ZH)/$*.clean.jsonl --decoder beam --lm $(ZH_LM).bin \
-		--beam_size $(DEMO_BEAM) --alpha $(call ZH_JSON,best_alpha) --beta $(call ZH_JSON,best_beta) \
+		--beam_size $(ZH_BEAM) --alpha $(call ZH_JSON,best_alpha) --beta $(call ZH_JSON,best_beta) \
 		--group_by speaker --report $@
 
 $(ZH_RES)/serving.json: $(ZH_RES)/test_lm.json
 	$(STAGE) "[7/8] export, serve over gRPC on a free loopback port, transcribe 3 test files with ds2-client"
-	$(BIN)/ds2-export --model_dir $(ZH_RUN)/model --export_dir $(ZH_EXPORT) --lm $(ZH_LM).bin --beam_size $(DEMO_BEAM) \
+	$(BIN)/ds2-export --model_dir $(ZH_RUN)/model --export_dir $(ZH_EXPORT) --lm $(ZH_LM).bin --beam_size $(ZH_BEAM) \
 		--alpha $(call ZH_JSON,best_alpha) --beta $(call ZH_JSON,best_beta)
 	rm -f $(ZH_RES)/serve.port
 	$(BIN)/ds2-serve --model_base_path $(ZH_EXPORT)/ds2 --port 0 --port_file $(ZH_RES)/serve.port > $(ZH_RES)/serve.log 2>&1 & \
