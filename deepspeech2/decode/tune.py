@@ -223,7 +223,8 @@ def plot_error_surface(result: TuneResult, path: str | Path) -> None:
                   f"{result.metric.upper()} {100 * result.best_error:.2f}%")
     ax.set_xlabel("alpha (LM weight)")
     ax.set_ylabel("beta (word insertion bonus)" if result.metric == "wer" else "beta (bonus per character)")
-    ax.set_title(f"{result.metric.upper()} over alpha x beta, {result.num_utterances} utterances, "
+    # Two lines: a grid of two alphas makes a figure narrower than the title on one line.
+    ax.set_title(f"{result.metric.upper()} over alpha x beta\n{result.num_utterances} utterances, "
                  f"beam {result.decoder_config['beam_size']}")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     fig.tight_layout()
