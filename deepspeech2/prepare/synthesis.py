@@ -55,7 +55,8 @@ class Job:
     def key(self) -> str:
         """A hash of everything that went into the audio: the WAV's name, so a changed job renders anew."""
         speaker = dataclasses.asdict(self.speaker)
-        for field, default in (("formant", 1.0), ("intonation", 1.0), ("breath", 0.0), ("variation", 0.0)):
+        for field, default in (("formant", 1.0), ("intonation", 1.0), ("breath", 0.0), ("variation", 0.0),
+                               ("blend", 1.0)):
             if speaker[field] == default:  # fields that came later: voices without them keep their files
                 del speaker[field]
         fields = [SYNTH_VERSION, self.text, speaker, self.rate, self.pitch, self.amplitude, self.peak_dbfs, self.lead,
@@ -94,7 +95,7 @@ def synthesize(job: Job, espeak: str, flite: str | None) -> tuple[np.ndarray, in
     sp = job.speaker
     if sp.engine in neural.ENGINES:
         voice = neural.NeuralVoice(pitch=job.pitch, intonation=sp.intonation, formant=sp.formant, breath=sp.breath,
-                                   variation=sp.variation)
+                                   variation=sp.variation, voice=sp.voice, blend=sp.blend)
         return neural.synthesize(sp.engine, job.text, job.rate, voice, seed=int(job.key(), 16))
     if sp.engine in voicebanks.ENGINES:
         return voicebanks.synthesize(sp.engine, sp.voice, job.text, job.rate, job.pitch, sp.formant)

@@ -17,14 +17,15 @@ flite's only woman: flite has four usable voices, and a model that hears two of 
 than flite's way of speaking, so training gets three and dev none). Mandarin uses espeak-ng's
 `cmn-latn-pinyin` voice with the variants as speakers, less those whose inverted pitch range reverses the tones.
 `neural_share` of the training speakers are neural voices (deepspeech2/prepare/neural.py: hibari's woman and
-Piper's man, spread into many speakers by pitch, intonation, vocal-tract length, breathiness and rate), and
+Piper's man, spread into many speakers by pitch, intonation, vocal-tract length, breathiness and rate),
 `voicebank_share` are voice banks of real people (deepspeech2/prepare/voicebanks.py: MBROLA's, RHVoice's and Pico's
-eleven English voices, spread by rate, pitch, vocal-tract length and gender). Test has neither, so no test voice is
-ever a training voice; dev's sentences, read by its espeak-ng speakers up to `dev_minutes`, are read again by dev's own
-speakers of those engines (each sentence once more, by a neural voice's or a voice bank's speaker in turn, with
-settings no training speaker has), so that the dev set where alpha and beta are tuned holds every kind of voice
-training has (docs/experiments.md, E49: tuned on espeak-ng's voices alone, the word bonus came out too large for
-any other engine's).
+eleven English voices, spread by rate, pitch, vocal-tract length and gender), and `kokoro_share` are Kokoro-82M's
+(neural.py: mixes of two of its 28 English voices; training only, for its cost). Test has none of them, so no test
+voice is ever a training voice; dev's sentences, read by its espeak-ng speakers up to `dev_minutes`, are read again
+by dev's own speakers of the neural voices and voice banks (each sentence once more, by a neural voice's or a voice
+bank's speaker in turn, with settings no training speaker has), so that the dev set where alpha and beta are tuned
+holds those kinds of voice too (docs/experiments.md, E49: tuned on espeak-ng's voices alone, the word bonus came out
+too large for any other engine's).
 The synthesizers read the normalized transcript itself, so audio and text always agree.
 
 Everything derives from `seed` by utterance index (a job's sentence, speaker and parameters never depend
@@ -115,6 +116,10 @@ class TinyCorpusConfig:
     voicebank_share: float = 0.0  # en: this fraction of the training speakers are voice banks of real people
     # (deepspeech2/prepare/voicebanks.py: MBROLA, RHVoice, Pico; VOICES in turn, each its own rate, pitch, vocal
     # tract and gender); 0: none
+    kokoro_share: float = 0.0  # en: this fraction of the training speakers are Kokoro-82M's (neural.py: each a mix
+    # of two of its English voices of one gender, and a rate); Kokoro speaks about 2x faster than real time on
+    # one core, so the share stays small; 0: none
+    cache_dir: str = "data/downloads"  # downloads kept for the next run (Kokoro's voices: kokoro-js's npm tarball)
     channel_share: float = 0.0  # this fraction of the training utterances are heard through a recording channel
     # (deepspeech2/prepare/channel.py: MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
@@ -145,10 +150,16 @@ class TinyCorpusConfig:
             raise ValueError(f"`voicebank_share` must be in [0, 1) and leave room for espeak-ng voices beside "
                              f"`flite_share` ({self.flite_share}) and `neural_share` ({self.neural_share}), got "
                              f"{self.voicebank_share!r}")
+        others = self.flite_share + self.neural_share + self.voicebank_share
+        if isinstance(self.kokoro_share, bool) or not isinstance(self.kokoro_share, (int, float)) \
+                or not 0 <= self.kokoro_share < 1 or not others + self.kokoro_share < 1:
+            raise ValueError(f"`kokoro_share` must be in [0, 1) and leave room for espeak-ng voices beside "
+                             f"`flite_share`, `neural_share` and `voicebank_share` ({others:g} together), got "
+                             f"{self.kokoro_share!r}")
         if not 0 <= self.piper_variation <= 2:
             raise ValueError(f"`piper_variation` must be in [0, 2] (0: off, 1: the voice's own noise), got "
                              f"{self.piper_variation!r}")
-        for name in ("neural_share", "voicebank_share"):
+        for name in ("neural_share", "voicebank_share", "kokoro_share"):
             if getattr(self, name) and self.language != "en":
                 raise ValueError(f"`{name}` ({getattr(self, name)}) is for English (`language`='en'), got "
                                  f"`language`={self.language!r}")
@@ -360,7 +371,7 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
                                            config.train_text_share)
     speakers = make_speakers(config, espeak)
     neural_engines = sorted({sp.engine for split in speakers.values() for sp in split if sp.engine in neural.ENGINES})
-    versions = {engine: neural.load(engine) for engine in neural_engines}
+    versions = {engine: neural.load(engine, config.cache_dir) for engine in neural_engines}
     bank_engines = sorted({sp.engine for sp in speakers["train"] if sp.engine in voicebanks.ENGINES})
     if bank_engines and voicebanks.missing():
         raise FileNotFoundError(f"`voicebank_share` needs {', '.join(voicebanks.missing())}, not on PATH; "
@@ -398,7 +409,7 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
             f.write(text + "\n")
     engines = {"espeak-ng": _version(espeak)} | ({"flite": _version(flite)} if flite else {}) | versions
     settings = {k: v for k, v in dataclasses.asdict(config).items()
-                if k not in ("out_dir", "num_workers", "progress")}
+                if k not in ("out_dir", "num_workers", "progress", "cache_dir")}
     write_json(out_dir / "speakers.json", {
         "language": config.language,
         "config": settings,

@@ -3,7 +3,8 @@ e.g. espeak-ng `en-gb-scotland` + variant `m3`, or flite `slt`, with its own bas
 flite, neural and voice-bank speakers, its own vocal tract). Train, dev and test never share a speaker nor an
 espeak-ng variant; the test split alone has the Caribbean accent (`en-029`) and flite's `slt`; the neural voices
 (neural.py) and the voice banks (voicebanks.py) speak in training and, as speakers of their own (DEV_NEURAL_VOICES,
-DEV_VOICEBANKS, drawn from dev's streams), in dev, where they read dev's sentences again (tiny.py).
+DEV_VOICEBANKS, drawn from dev's streams), in dev, where they read dev's sentences again (tiny.py); Kokoro's speakers
+speak in training only.
 """
 
 from __future__ import annotations
@@ -92,6 +93,9 @@ VOICEBANK_TO_MALE = {"pitch": (0.55, 0.7), "formant": (0.84, 0.92)}
 HIBARI_INTONATION = (0.6, 1.5)  # factor on the F0 curve's excursions: flat to lively
 HIBARI_BREATH_DB = (-6.0, 6.0)  # gain of the noise part
 PIPER_FORMANT = (0.9, 1.3)  # joe's vocal tract and pitch (about 110 Hz) together: 100-145 Hz
+# Kokoro's speakers (training only): a gender, two of its English voices of that gender mixed with a weight drawn
+# from KOKORO_BLEND, and a rate.
+KOKORO_BLEND = (0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ class Speaker:
     """A fixed synthetic voice: one engine, voice and variant, with a base rate and pitch."""
 
     id: str  # "espeak-en-gb-scotland-m3", "flite-slt": the manifest's `speaker` and the wav folder
-    engine: str  # "espeak-ng", "flite", "hibari", "piper", "mbrola", "rhvoice" or "pico"
+    engine: str  # "espeak-ng", "flite", "hibari", "piper", "kokoro", "mbrola", "rhvoice" or "pico"
     voice: str  # espeak-ng voice ("en-us", "cmn-latn-pinyin"), flite voice ("slt") or neural voice ("heart")
     variant: str | None  # espeak-ng variant ("m3"), None for flite
     gender: str  # "M" or "F"
@@ -113,6 +117,7 @@ class Speaker:
     intonation: float = 1.0  # hibari: factor on the F0 curve's excursions around its mean
     breath: float = 0.0  # hibari: gain of the noise part, in dB
     variation: float = 0.0  # Piper: its generator's noise times this (`TinyCorpusConfig.piper_variation`)
+    blend: float = 1.0  # Kokoro: the first of its two voices' weight in the mix (`voice`: "af_bella+af_sarah")
 
 
 def _espeak_data_dir(exe: str) -> Path | None:
@@ -208,9 +213,10 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
     wanted = round(config.voicebank_share * config.train_speakers) if en else 0
     banks = {"train": tuple(voicebanks.VOICES[j % len(voicebanks.VOICES)] for j in range(wanted)),
              "dev": DEV_VOICEBANKS if wanted else (), "test": ()}
+    kokoro = round(config.kokoro_share * config.train_speakers) if en else 0
     # `dev_speakers` counts dev's espeak-ng speakers: its neural and voice-bank speakers read the same sentences again
     sizes = {s: getattr(config, f"{s}_speakers") - len(flite[s])
-             - (len(neural_voices[s]) + len(banks[s]) if s == "train" else 0) for s in SPLITS}
+             - (len(neural_voices[s]) + len(banks[s]) + kokoro if s == "train" else 0) for s in SPLITS}
     variants = _split_variants(female, male, sizes, rng)
     if en:
         train_accents = [a for a in EN_TRAIN_ACCENTS if a in voices] or ["en-us"]
@@ -267,6 +273,8 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
         speakers += _neural_speakers(neural_voices[split], np.random.default_rng([config.seed, 6, k]),
                                      config.piper_variation, tag)
         speakers += _voicebank_speakers(banks[split], np.random.default_rng([config.seed, 7, k]), tag)
+        if split == "train":
+            speakers += _kokoro_speakers(kokoro, np.random.default_rng([config.seed, 8]))
         out[split] = speakers
     return out
 
@@ -308,4 +316,18 @@ def _voicebank_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.G
             pitch, formant = float(rng.uniform(*spread["pitch"])), float(rng.uniform(*spread["formant"]))
         speakers.append(Speaker(id=f"{engine}-{voice}-{tag}{seen[voice]}", engine=engine, voice=voice, variant=None,
                                 gender=gender, rate=round(rate, 3), pitch=round(pitch, 3), formant=round(formant, 3)))
+    return speakers
+
+
+def _kokoro_speakers(n: int, rng: np.random.Generator) -> list[Speaker]:
+    """`n` Kokoro speakers, ids `kokoro-<n>`: each a gender (half and half), two of Kokoro's English voices of that
+    gender mixed (`voice` "a+b", `blend` a's weight) and a base rate."""
+    speakers = []
+    for j in range(n):
+        gender = "M" if rng.random() < 0.5 else "F"
+        pool = neural.KOKORO_MEN if gender == "M" else neural.KOKORO_WOMEN
+        a, b = (pool[i] for i in rng.choice(len(pool), 2, replace=False))
+        blend, rate = float(rng.uniform(*KOKORO_BLEND)), float(rng.uniform(*SPEAKER_RATE))
+        speakers.append(Speaker(id=f"kokoro-{j + 1}", engine="kokoro", voice=f"{a}+{b}", variant=None, gender=gender,
+                                rate=round(rate, 3), pitch=1.0, blend=round(blend, 3)))
     return speakers
