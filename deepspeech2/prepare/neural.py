@@ -233,14 +233,18 @@ class _Kokoro(_Engine):
         self._g2p = {british: G2P(british=british) for british in (False, True)}
         return onnxruntime.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
 
-    def _style(self, voice):
+    def _names(self, voice):
         names = voice.voice.split("+")
         if len(names) != 2 or any(n not in self._styles for n in names):
             raise ValueError(f"a Kokoro voice is two of {', '.join(self._styles)} joined by '+', got {voice.voice!r}")
+        return names
+
+    def _style(self, voice):
+        names = self._names(voice)
         return names, voice.blend * self._styles[names[0]] + (1 - voice.blend) * self._styles[names[1]]
 
     def _phonemize(self, text, voice):
-        names, _ = self._style(voice)
+        names = self._names(voice)  # (the mix itself is made once, in _synthesize, outside the lock)
         british = (names[0] if voice.blend >= 0.5 else names[1]).startswith("b")  # the stronger voice's accent
         ids = [self._vocab[c] for c in self._g2p[british](text) if c in self._vocab]
         if len(ids) > KOKORO_MAX_TOKENS:
