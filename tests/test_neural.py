@@ -63,9 +63,9 @@ def test_kokoro_voices_mix_in_the_style_and_follow_the_accent(kokoro_js):
     styles = neural.kokoro_styles(kokoro_js)
     assert set(styles) == set(neural.KOKORO_WOMEN + neural.KOKORO_MEN)
     assert all(t.shape == (510, 256) and t.dtype == np.float32 for t in styles.values())
-    _, mix = speak._style(neural.NeuralVoice(voice="af_bella+bf_emma", blend=0.25))
+    mix = speak._style(neural.NeuralVoice(voice="af_bella+bf_emma", blend=0.25))
     np.testing.assert_allclose(mix, 0.25 * styles["af_bella"] + 0.75 * styles["bf_emma"], rtol=1e-6)
-    _, alone = speak._style(neural.NeuralVoice(voice="af_bella+bf_emma", blend=1.0))
+    alone = speak._style(neural.NeuralVoice(voice="af_bella+bf_emma", blend=1.0))
     np.testing.assert_array_equal(alone, styles["af_bella"])
     # "tomato": American t-flap and /eɪ/, British /ɑː/: the two G2Ps differ, and the stronger voice picks one.
     us = speak._phonemize("tomato", neural.NeuralVoice(voice="af_bella+bf_emma", blend=0.75))

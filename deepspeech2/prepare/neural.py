@@ -240,8 +240,8 @@ class _Kokoro(_Engine):
         return names
 
     def _style(self, voice):
-        names = self._names(voice)
-        return names, voice.blend * self._styles[names[0]] + (1 - voice.blend) * self._styles[names[1]]
+        first, second = self._names(voice)
+        return voice.blend * self._styles[first] + (1 - voice.blend) * self._styles[second]
 
     def _phonemize(self, text, voice):
         names = self._names(voice)  # (the mix itself is made once, in _synthesize, outside the lock)
@@ -252,7 +252,7 @@ class _Kokoro(_Engine):
         return [ids] if ids else []
 
     def _synthesize(self, phonemes, rate, voice, seed):
-        _, style = self._style(voice)
+        style = self._style(voice)
         parts = [self._model.run(None, {"tokens": np.asarray([[0, *ids, 0]], np.int64),
                                         "style": style[len(ids) - 1][None].astype(np.float32),
                                         "speed": np.asarray([rate], np.float32)})[0].reshape(-1)

@@ -141,21 +141,15 @@ class TinyCorpusConfig:
             raise ValueError(f"`seed` must be a non-negative integer, got {self.seed!r}")
         if not isinstance(self.num_workers, int) or self.num_workers < 1:
             raise ValueError(f"`num_workers` must be an integer >= 1, got {self.num_workers!r}")
-        if not 0 <= self.flite_share < 1:
-            raise ValueError(f"`flite_share` must be in [0, 1), got {self.flite_share!r}")
-        if not 0 <= self.neural_share < 1 or not 0 <= self.flite_share + self.neural_share < 1:
-            raise ValueError(f"`neural_share` must be in [0, 1) and leave room for espeak-ng voices beside "
-                             f"`flite_share` ({self.flite_share}), got {self.neural_share!r}")
-        if not 0 <= self.voicebank_share < 1 or not self.flite_share + self.neural_share + self.voicebank_share < 1:
-            raise ValueError(f"`voicebank_share` must be in [0, 1) and leave room for espeak-ng voices beside "
-                             f"`flite_share` ({self.flite_share}) and `neural_share` ({self.neural_share}), got "
-                             f"{self.voicebank_share!r}")
-        others = self.flite_share + self.neural_share + self.voicebank_share
-        if isinstance(self.kokoro_share, bool) or not isinstance(self.kokoro_share, (int, float)) \
-                or not 0 <= self.kokoro_share < 1 or not others + self.kokoro_share < 1:
-            raise ValueError(f"`kokoro_share` must be in [0, 1) and leave room for espeak-ng voices beside "
-                             f"`flite_share`, `neural_share` and `voicebank_share` ({others:g} together), got "
-                             f"{self.kokoro_share!r}")
+        before = []  # the voices' shares stack up; espeak-ng keeps what they leave
+        for name in ("flite_share", "neural_share", "voicebank_share", "kokoro_share"):
+            value, taken = getattr(self, name), sum(getattr(self, b) for b in before)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1 \
+                    or not taken + value < 1:
+                beside = f" beside {', '.join(f'`{b}`' for b in before)} ({taken:g} together)" if before else ""
+                raise ValueError(f"`{name}` must be in [0, 1) and leave room for espeak-ng voices{beside}, got "
+                                 f"{value!r}")
+            before.append(name)
         if not 0 <= self.piper_variation <= 2:
             raise ValueError(f"`piper_variation` must be in [0, 2] (0: off, 1: the voice's own noise), got "
                              f"{self.piper_variation!r}")
