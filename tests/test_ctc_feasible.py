@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from deepspeech2.features import FeatureConfig, compute_features
 from deepspeech2.model import (DS2_SMALL, PRESETS, ModelConfig, build_model, ctc_feasible, ctc_label_steps,
-                               load_model_config, output_steps)
+                               load_model_config, output_length, output_steps)
+from deepspeech2.model.geometry import min_input_frames
 
 from factories import modules_loaded_by
 
@@ -68,6 +69,20 @@ def test_output_steps_match_the_model(name):
         assert ctc_feasible(config, FC, n, s) and not ctc_feasible(config, FC, n, s + 1)
         assert bool(ctc_feasible(config, FC, tf.constant(n), tf.constant(s)))
         assert not bool(ctc_feasible(config, FC, tf.constant(n), tf.constant(s + 1)))
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_min_input_frames_is_the_shortest_input_with_an_output(name):
+    config = CONFIGS[name]
+    model = build_model(config)
+    frames = min_input_frames(config)
+    run = lambda n: model({"features": np.zeros((1, n, FC.dim), np.float32),  # noqa: E731
+                           "feature_lengths": np.array([n], np.int32)}, training=False)
+    assert run(frames)["logits"].shape[1] == 1 and output_length(config, frames) == 1
+    if frames > 1:  # one frame fewer: no step ("valid" convs fail on an input shorter than their kernel)
+        assert output_length(config, frames - 1) == 0
+        with pytest.raises(Exception):
+            run(frames - 1)
 
 
 def test_one_second_on_ds2_small():

@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from deepspeech2.audio import load_audio
 from deepspeech2.data.augment.config import parse_augmentation
-from deepspeech2.data.pipeline import PipelineConfig, ShardSet, count_infeasible, make_dataset, padding_efficiency
+from deepspeech2.data.pipeline import (PipelineConfig, ShardSet, count_infeasible, epoch_steps, make_dataset,
+                                       padding_efficiency)
 from deepspeech2.data.shards import ShardConfig, make_shards
 from deepspeech2.features import FeatureConfig, Normalizer, compute_features, featurize
 from deepspeech2.model import ModelConfig
@@ -134,6 +135,66 @@ def test_input_context_shards_files_across_workers(corpus):
         make_dataset([str(d / "shards")], FC, config=cfg, input_context=ctx)
 
 
+def _steps(ds, replicas):
+    """The pipeline's elements as steps: `replicas` consecutive batches each (tf.distribute's turns)."""
+    batches = [tuple(t.numpy() for t in b) for b in ds]
+    assert len(batches) % replicas == 0
+    return [batches[i:i + replicas] for i in range(0, len(batches), replicas)]
+
+
+@pytest.mark.parametrize("replicas", [2, 3])
+@pytest.mark.parametrize("epoch, cfg", [
+    (0, PipelineConfig(batch_size=6, num_buckets=0)),  # SortaGrad's sorted epoch, by count
+    (1, PipelineConfig(batch_size=6, num_buckets=3)),  # shuffled, bucketed
+    (1, PipelineConfig(batch_frames=1500, num_buckets=3, max_duration=3.0)),  # a global budget of frames
+])
+def test_a_steps_replicas_share_one_padded_batch(corpus, replicas, epoch, cfg):
+    """With several replicas each step is one padded batch (the one a single device would train on) split in
+    equal parts: every replica of every step has a batch of the same shape, the last ones filled up with rows
+    of no frames, and the utterances are each seen once."""
+    d, utts = corpus
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=replicas)
+    steps = _steps(make_dataset([str(d / "shards")], FC, config=cfg, epoch=epoch, keep_text=True,
+                                input_context=context), replicas)
+    single = [tuple(t.numpy() for t in b) for b in make_dataset([str(d / "shards")], FC, config=cfg, epoch=epoch,
+                                                                 keep_text=True)]
+    assert len(steps) == len(single)
+    seen = []
+    for parts, whole in zip(steps, single):
+        assert len({p[0].shape for p in parts}) == 1  # one shape: no replica waits for a longer batch
+        features, lengths, labels, label_lengths, text = (np.concatenate(x) for x in zip(*parts))
+        real = lengths > 0
+        assert real[:real.sum()].all()  # filler rows only at the end
+        assert real.sum() == len(whole[1]) and len(lengths) - real.sum() < replicas
+        np.testing.assert_array_equal(lengths[real], whole[1])  # the single device's batch, in its order
+        np.testing.assert_array_equal(features[real][:, :whole[0].shape[1]], whole[0])
+        assert not features[~real].any() and not label_lengths[~real].any() and set(text[~real]) <= {b""}
+        if cfg.batch_frames:
+            assert real.sum() * features.shape[1] <= cfg.batch_frames or real.sum() <= replicas
+        seen += [t.decode() for t in text[real]]
+    assert sorted(seen) == sorted(u.text for u in utts)
+
+
+@pytest.mark.parametrize("epoch, cfg, workers", [
+    (0, PipelineConfig(batch_size=5, num_buckets=0), 1),
+    (1, PipelineConfig(batch_size=4, num_buckets=3), 1),
+    (0, PipelineConfig(batch_frames=900, num_buckets=4, max_duration=3.0), 1),
+    (1, PipelineConfig(batch_frames=900, num_buckets=2, max_duration=2.5, min_duration=0.5), 1),
+    (1, PipelineConfig(batch_size=4, num_buckets=2), 2),
+])
+def test_epoch_steps_planned_from_the_indexes_are_the_batches(corpus, epoch, cfg, workers):
+    d, _ = corpus
+    model = ModelConfig(rnn_layers=1, rnn_units=8)
+    planned = epoch_steps([str(d / "shards")], FC, model, cfg, sorted_epoch=epoch == 0, pipelines=workers)
+    counted = []
+    for worker in range(workers):
+        context = tf.distribute.InputContext(num_input_pipelines=workers, input_pipeline_id=worker,
+                                             num_replicas_in_sync=workers)
+        counted.append(sum(1 for _ in make_dataset([str(d / "shards")], FC, config=cfg, epoch=epoch,
+                                                   model_config=model, input_context=context)))
+    assert planned == max(counted) > 0
+
+
 def test_mirrored_strategy_distributes(corpus):
     d, utts = corpus
     code = textwrap.dedent(f"""
@@ -145,7 +206,8 @@ def test_mirrored_strategy_distributes(corpus):
         strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
         ds = strategy.distribute_datasets_from_function(lambda ctx: make_dataset(
             [{str(d / "shards")!r}], FeatureConfig(), config=PipelineConfig(batch_size=6), input_context=ctx))
-        sizes = [[int(t.shape[0]) for t in strategy.experimental_local_results(b[0])] for b in ds]
+        sizes = [[int(tf.reduce_sum(tf.cast(n > 0, tf.int32))) for n in strategy.experimental_local_results(b[1])]
+                 for b in ds]
         print(json.dumps(sizes))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

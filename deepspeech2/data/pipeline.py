@@ -3,7 +3,13 @@
 Per utterance, inside tf.data with parallel calls (no Python on the hot path):
     parse -> waveform augmentation -> drop what CTC can't fit -> features -> normalize -> feature augmentation
 then, per epoch: order (SortaGrad's sorted first epoch, DS2 §3.1, or a shuffle) -> bucket by length
--> padded batches -> prefetch.
+-> padded batches -> (several replicas) each batch split into one batch per replica -> prefetch.
+
+With several replicas a step's batches are the parts of one padded batch, so its replicas train on utterances of
+the same bucket and the same padded length (no replica waits for a longer one), and every step has a batch for every
+replica: a batch whose rows don't divide evenly is filled up with rows of no frames (`feature_lengths` 0, which
+the loss and every layer ignore). tf.distribute would otherwise hand the spare replicas of an epoch's last step
+an empty batch.
 
 Both orders are planned in Python from the shard indexes, without reading audio. `make_shards` writes each
 shard sorted by duration and lists the durations in its index, so:
@@ -51,8 +57,9 @@ class PipelineConfig:
     """Batching, ordering and filtering of the input pipeline."""
 
     batch_size: int = 16  # utterances per GLOBAL batch (split over replicas); ignored if batch_frames > 0
-    batch_frames: int = 0  # > 0: batch by total padded frames per replica instead, so long utterances
-    # come in smaller batches and memory stays bounded (batch = batch_frames // bucket's longest)
+    batch_frames: int = 0  # > 0: batch by padded frames instead, so long utterances come in smaller batches and
+    # memory stays bounded: a GLOBAL budget, split over the workers and their replicas like `batch_size` (each
+    # step's batch = batch_frames // its bucket's longest utterance, in frames)
     min_duration: float = 0.0  # seconds; shorter utterances are dropped
     max_duration: float = MAX_DURATION  # seconds; longer utterances are dropped (memory); make-shards skips
     # them already unless its --max_duration was raised
@@ -158,8 +165,20 @@ def shuffle_plan(counts: Sequence[int], block_size: int, seed: int) -> np.ndarra
 
 
 def bucket_plan(percentiles: list[float], feature_config: FeatureConfig, config: PipelineConfig,
-                per_replica_batch: int) -> tuple[list[int], list[int]]:
-    """Bucket boundaries (feature frames) at equally spaced duration percentiles, and batch sizes."""
+                batch: int, replicas: int = 1, pipelines: int = 1) -> tuple[list[int], list[int]]:
+    """Bucket boundaries (feature frames) at equally spaced duration percentiles, and each bucket's batch size.
+
+    Args:
+        percentiles: this input pipeline's utterance durations at 0, 5, ..., 100%.
+        feature_config: turns seconds into frames.
+        config: `num_buckets`, `batch_frames`, `max_duration`.
+        batch: utterances per batch of this input pipeline (all its replicas together), when batching by count.
+        replicas: replicas this pipeline feeds; a `batch_frames` batch holds at least one utterance for each.
+        pipelines: input pipelines (workers) sharing `batch_frames`, the global budget.
+
+    Returns:
+        `(boundaries, sizes)`: `len(sizes) == len(boundaries) + 1`.
+    """
     n = config.num_buckets or 1
     secs = [percentiles[round(i * (len(percentiles) - 1) / n)] for i in range(1, n)] if percentiles else []
     boundaries = sorted({num_frames(int(s * feature_config.sample_rate), feature_config) + 1 for s in secs})
@@ -167,10 +186,29 @@ def bucket_plan(percentiles: list[float], feature_config: FeatureConfig, config:
     if config.batch_frames:
         longest = num_frames(int(config.max_duration * feature_config.sample_rate * 1.2), feature_config)
         uppers = boundaries + [max(longest, boundaries[-1] + 1 if boundaries else 1)]
-        sizes = [max(1, config.batch_frames // u) for u in uppers]
+        budget = config.batch_frames // pipelines
+        sizes = [max(replicas, budget // u) for u in uppers]
     else:
-        sizes = [per_replica_batch] * (len(boundaries) + 1)
+        sizes = [batch] * (len(boundaries) + 1)
     return boundaries, sizes
+
+
+def split_over_replicas(batch: tuple, replicas: int) -> tf.data.Dataset:
+    """One padded batch as `replicas` consecutive batches of equal shape: its rows in order, filled up to a
+    multiple of `replicas` with rows of no frames (zeros, `feature_lengths` and `label_lengths` 0).
+
+    Args:
+        batch: `(features, feature_lengths, labels, label_lengths[, text])`, batch-major.
+        replicas: parts to split into (tf.distribute hands consecutive elements to the replicas in turn).
+    """
+    rows = tf.shape(batch[0])[0]
+    fill = (-rows) % replicas
+    parts = []
+    for x in batch:
+        padding = [[0, fill]] + [[0, 0]] * (len(x.shape) - 1)
+        x = tf.pad(x, padding, constant_values="" if x.dtype == tf.string else 0)
+        parts.append(tf.reshape(x, tf.concat([[replicas, -1], tf.shape(x)[1:]], axis=0)))
+    return tf.data.Dataset.from_tensor_slices(tuple(parts))
 
 
 def make_dataset(
@@ -199,7 +237,8 @@ def make_dataset(
         training: False gives evaluation order (sorted by duration: least padding) and no augmentation.
         keep_text: also yield the transcripts, (batch,) tf.string, as a fifth element.
         input_context: from `strategy.distribute_datasets_from_function`; shards files across input
-            pipelines (workers) and sizes batches per replica.
+            pipelines (workers) and yields, for each step, one batch per replica of this pipeline
+            (`split_over_replicas`).
         model_config: when given, utterances CTC can't fit through this model are dropped
             (`deepspeech2.model.ctc_feasible` on the audio after waveform augmentation, which may change
             its length). `count_infeasible` counts them from the shard indexes.
@@ -214,11 +253,15 @@ def make_dataset(
     shards = ShardSet.load(shard_dirs)
     sorted_epoch = not training or (config.sortagrad and epoch == 0)
     seed = config.seed + epoch
-    batch = config.batch_size
-    pipeline_id = 0
+    batch = config.batch_size  # utterances per batch of this pipeline, all its replicas together
+    pipeline_id, pipelines, replicas = 0, 1, 1
     if input_context is not None:
-        pipeline_id = input_context.input_pipeline_id
-        batch = input_context.get_per_replica_batch_size(config.batch_size)
+        pipeline_id, pipelines = input_context.input_pipeline_id, input_context.num_input_pipelines
+        replicas = input_context.num_replicas_in_sync // pipelines
+        if not config.batch_frames and config.batch_size % pipelines:
+            raise ValueError(f"`batch_size` {config.batch_size} is the global batch: it must divide evenly over the "
+                             f"{pipelines} workers; give a multiple of {pipelines}")
+        batch = config.batch_size // pipelines
         if input_context.num_input_pipelines > 1:
             if len(shards.files) < input_context.num_input_pipelines:
                 raise ValueError(f"{len(shards.files)} shards cannot be split over "
@@ -288,7 +331,7 @@ def make_dataset(
     padding_values = (0.0, 0, 0, 0) + (("",) if keep_text else ())
     # A sorted epoch needs no buckets for count batches: neighbours already have similar lengths.
     if config.batch_frames or (config.num_buckets and not sorted_epoch):
-        boundaries, sizes = bucket_plan(percentiles, feature_config, config, batch)
+        boundaries, sizes = bucket_plan(percentiles, feature_config, config, batch, replicas, pipelines)
         ds = ds.bucket_by_sequence_length(
             lambda feats, n, *_: n, boundaries, sizes, padded_shapes=padded_shapes,
             padding_values=padding_values, drop_remainder=config.drop_remainder)
@@ -296,6 +339,8 @@ def make_dataset(
             ds = ds.shuffle(64, seed=seed)
     else:
         ds = ds.padded_batch(batch, padded_shapes, padding_values, drop_remainder=config.drop_remainder)
+    if replicas > 1:
+        ds = ds.flat_map(lambda *b: split_over_replicas(b, replicas))
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.FILE
     options.deterministic = config.deterministic
@@ -336,6 +381,50 @@ def count_infeasible(shard_dirs: Sequence[str], feature_config: FeatureConfig, m
                     total += 1
                     bad += not ctc_feasible(model_config, feature_config, samples, steps)
     return bad, total
+
+
+def epoch_steps(shard_dirs: Sequence[str], feature_config: FeatureConfig, model_config: ModelConfig | None,
+                config: PipelineConfig = PipelineConfig(), sorted_epoch: bool = True, pipelines: int = 1) -> int:
+    """The steps of one epoch, planned from the shard indexes as `make_dataset` batches it (no audio read).
+
+    Exact without waveform augmentation (speed perturbation moves utterances between buckets). On a cluster
+    the epoch lasts as long as its longest worker's share; the others' replicas get empty batches meanwhile.
+
+    Args:
+        shard_dirs, feature_config, model_config, config: as `make_dataset` takes them (`model_config` None
+            keeps the utterances CTC can't fit).
+        sorted_epoch: SortaGrad's first epoch (or evaluation order), else a shuffled one.
+        pipelines: workers, each with its share of the files (a worker's step is one batch split over its
+            replicas, so their number doesn't change the count).
+    """
+    shards = ShardSet.load(shard_dirs)
+    batch = config.batch_size // pipelines
+    most = 0
+    for worker in range(pipelines):
+        mine = shards.select(pipelines, worker) if pipelines > 1 else shards
+        files = set(mine.files)
+        frames = []
+        for d in shard_dirs:
+            index = load_index(d)
+            rate = index["sample_rate"]
+            for s in index["shards"]:
+                if str(Path(d) / s["path"]) not in files:
+                    continue
+                for samples, steps in zip(s["num_samples"], s["label_steps"]):
+                    n = num_frames(samples, feature_config)
+                    keep = config.min_duration <= samples / rate <= config.max_duration and n > 0
+                    if model_config is not None:
+                        keep = keep and ctc_feasible(model_config, feature_config, samples, steps)
+                    if keep:
+                        frames.append(n)
+        if config.batch_frames or (config.num_buckets and not sorted_epoch):
+            boundaries, sizes = bucket_plan(mine.percentiles(), feature_config, config, batch, 1, pipelines)
+            counts = np.bincount(np.searchsorted(boundaries, frames, side="right"), minlength=len(sizes))
+            steps = sum(c // size if config.drop_remainder else -(-c // size) for c, size in zip(counts, sizes))
+        else:
+            steps = len(frames) // batch if config.drop_remainder else -(-len(frames) // batch)
+        most = max(most, int(steps))
+    return most
 
 
 def padding_efficiency(dataset: tf.data.Dataset, max_batches: int | None = None) -> float:

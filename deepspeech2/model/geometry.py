@@ -50,6 +50,16 @@ def output_length(config: ModelConfig, feature_lengths):
                                     [s for s, _ in config.conv_strides], config.conv_padding)
 
 
+def min_input_frames(config: ModelConfig) -> int:
+    """The fewest input frames for which the model gives one output step (the conv stack's receptive field in
+    time with "valid" padding; 1 with "same")."""
+    frames = 1
+    if config.conv_padding == "valid":
+        for (kernel, _), (stride, _) in reversed(list(zip(config.conv_kernel_sizes, config.conv_strides))):
+            frames = (frames - 1) * stride + kernel
+    return frames
+
+
 # "Can CTC fit this utterance?" has one definition, used by `ds2-prepare validate`, `ds2-make-shards`, the
 # input pipeline's filter and the trainer's count: the model's exact output steps for the audio against the
 # fewest steps the labels need.

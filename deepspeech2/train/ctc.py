@@ -48,3 +48,31 @@ def sparse_ctc_loss(labels, label_lengths, logits, logit_lengths, gpu: bool | No
     if not gpu:
         return any_kernel()
     return tf.cond(tf.reduce_max(label_lengths) <= CUDNN_MAX_LABEL_LENGTH, any_kernel, tf_kernel)
+
+
+def masked_ctc_loss(labels, label_lengths, logits, logit_lengths, rows) -> tf.Tensor:
+    """`sparse_ctc_loss` where `rows` is true, and 0 (with no gradient) where it is false.
+
+    The rows that are false are no utterances: the filler `make_dataset` adds so that every replica has a batch
+    of the step's shape (`split_over_replicas`), or the one row the step gives a replica that tf.distribute
+    handed an empty batch. TF's CTC refuses an empty label sequence, so they get a one-label target over at
+    least one step; their loss is then finite, and multiplied by 0.
+
+    Args:
+        labels: `(batch, max_labels)` int, 0-padded.
+        label_lengths: `(batch,)` int.
+        logits: `(batch, time, vocab)`, `time >= 1`.
+        logit_lengths: `(batch,)` int.
+        rows: `(batch,)` bool, the real utterances.
+
+    Returns:
+        `(batch,)` fp32 losses, 0 where `rows` is false.
+    """
+    labels = tf.pad(labels, [[0, 0], [0, tf.maximum(1 - tf.shape(labels)[1], 0)]])  # at least one column
+    filler = tf.logical_not(rows)
+    first = tf.cast(tf.range(tf.shape(labels)[1]) == 0, labels.dtype)[None, :]  # (1, max_labels)
+    labels = tf.where(filler[:, None], first, labels)  # label 1 at step 0: a valid one-label target
+    label_lengths = tf.where(filler, tf.ones_like(label_lengths), label_lengths)
+    logit_lengths = tf.where(filler, tf.maximum(logit_lengths, 1), logit_lengths)
+    losses = sparse_ctc_loss(labels, label_lengths, logits, logit_lengths)
+    return losses * tf.cast(rows, losses.dtype)
