@@ -3,7 +3,10 @@
     ds2-train --flagfile=examples/tiny/tiny.flags
     ds2-train --flagfile=examples/librispeech/en.flags --workdir runs/en
 
-On a cluster, start the same command on every machine with TF_CONFIG set (see README).
+Every local GPU trains (MirroredStrategy); on a cluster, start the same command on every machine with TF_CONFIG
+set (MultiWorkerMirroredStrategy; examples/librispeech/README.md). It says first what it will run on: the
+devices, the precision, the global batch, the steps of an epoch and the recurrent kernel. --dry_run says that,
+times a few steps and estimates an epoch's time, without touching --workdir.
 """
 
 import dataclasses
@@ -32,7 +35,8 @@ flags.DEFINE_string("model_overrides", "{}", 'JSON of ModelConfig fields to chan
                     '{"feature_kind": "logmel", "feature_dim": 80} builds the model for log-mel stats.')
 flags.DEFINE_integer("epochs", d["epochs"].default, "Epochs.")
 flags.DEFINE_integer("batch_size", p.batch_size, "Global batch size (utterances), split over replicas.")
-flags.DEFINE_integer("batch_frames", p.batch_frames, "If > 0, batch by padded frames per replica instead.")
+flags.DEFINE_integer("batch_frames", p.batch_frames, "If > 0, batch by padded frames instead: the global budget "
+                     "of a step, split over the replicas (a replica holds about batch_frames / replicas).")
 flags.DEFINE_float("min_duration", p.min_duration, "Drop shorter utterances (s).")
 flags.DEFINE_float("max_duration", p.max_duration, "Drop longer utterances (s).")
 flags.DEFINE_bool("sortagrad", p.sortagrad, "First epoch sorted by duration (DS2 §3.1).")
@@ -67,6 +71,10 @@ flags.DEFINE_integer("average_epochs", 0, "After the last epoch, average the wei
                      "they score better on dev than the best epoch.")
 flags.DEFINE_float("ema_decay", 0.0, "Keep an exponential moving average of the weights, with this decay per step "
                    "(at most (1 + t) / (10 + t) at step t; 0 = off), and score dev and save the bundles with it.")
+flags.DEFINE_bool("allow_cpu", False, "Train on the CPU even where an NVIDIA driver is installed and TensorFlow "
+                  "sees no GPU (else that stops the job, saying why).")
+flags.DEFINE_bool("dry_run", False, "Print what the run would use (devices, precision, global batch, steps an "
+                  "epoch, recurrent kernel), time a few steps and estimate an epoch's time; --workdir is untouched.")
 flags.DEFINE_integer("seed", 0, "Seed of the weight initialization, the shuffles and the augmentation.")
 flags.DEFINE_integer("verbose", 1, "0 quiet, 1 progress bar, 2 a line per logged step.")
 flags.mark_flags_as_required(["workdir", "train_shards", "vocab", "mean_std"])
@@ -91,12 +99,19 @@ def main(argv):
             histograms=F.histograms, init_model_path=F.init_model_path, restart_epoch=F.restart_epoch,
             benchmark_batch_size=F.benchmark_batch_size, benchmark_max_step=F.benchmark_max_step,
             max_train_minutes=F.max_train_minutes, average_epochs=F.average_epochs, ema_decay=F.ema_decay,
-            seed=F.seed,
-            verbose=F.verbose)
-        result = train(config)
+            allow_cpu=F.allow_cpu, seed=F.seed, verbose=F.verbose)
+        result = train(config, dry_run=F.dry_run)
     except (ValueError, FileNotFoundError, TypeError, json.JSONDecodeError) as e:
         print(json.dumps({"model_name": F.model, "JOB_FAIL_FLAG": 1}))
         sys.exit(f"ds2-train: error: {e}")
+    if F.dry_run:
+        print("\n".join(result["lines"]))
+        epoch = result["epoch_seconds"]
+        epoch = f"{epoch / 60:.1f} min" if epoch >= 120 else f"{epoch:.0f} s"
+        print(f"step: {result['step_seconds']:.3f} s (mean of {result['timed_steps']} timed steps of a shuffled "
+              f"epoch); an epoch: ~{epoch} ({result['steps_per_epoch']} steps)")
+        print(json.dumps({k: v for k, v in result.items() if k != "lines"}))
+        return
     print(json.dumps(result["benchmark"]))
 
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from deepspeech2.bundle import load_bundle
 from deepspeech2.data.pipeline import PipelineConfig
-from deepspeech2.data.shards import ShardConfig, make_shards
+from deepspeech2.data.shards import ShardConfig, load_index, make_shards
 from deepspeech2.features import FeatureConfig
 from deepspeech2.model import DS1, TINY
 from deepspeech2.prepare.stats import compute_mean_std
@@ -309,6 +309,28 @@ def test_sparse_ctc_matches_tf_and_keras_reference():
     np.testing.assert_allclose(ours, dense.numpy(), rtol=1e-4)
 
 
+def test_masked_ctc_is_the_reference_on_utterances_and_zero_on_filler():
+    rng = np.random.default_rng(1)
+    logits = tf.constant(rng.normal(size=(4, 20, 29)).astype(np.float32))
+    labels = np.array([[3, 4, 5], [0, 0, 0], [7, 8, 0], [0, 0, 0]], np.int32)
+    label_lengths = np.array([3, 0, 2, 0], np.int32)
+    logit_lengths = np.array([20, 0, 9, 4], np.int32)  # filler: no frames in, no steps or a few out
+    rows = logit_lengths > 0
+    rows[3] = False
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        ours = ctc.masked_ctc_loss(labels, label_lengths, logits, logit_lengths, tf.constant(rows))
+        total = tf.reduce_sum(ours)
+    grad = tape.gradient(total, logits).numpy()
+    reference = tf.nn.ctc_loss(labels[rows], tf.boolean_mask(logits, rows), label_lengths[rows], logit_lengths[rows],
+                               logits_time_major=False, blank_index=0)
+    np.testing.assert_allclose(ours.numpy()[rows], reference.numpy(), rtol=1e-5)
+    assert ours.numpy()[~rows].tolist() == [0.0, 0.0] and not grad[~rows].any() and np.isfinite(grad).all()
+    none = ctc.masked_ctc_loss(np.zeros((2, 0), np.int32), np.zeros(2, np.int32), logits[:2], np.zeros(2, np.int32),
+                               tf.constant([False, False]))  # a replica with filler alone
+    assert none.numpy().tolist() == [0.0, 0.0]
+
+
 @pytest.mark.parametrize("label_length, uses_cudnn_path", [(256, True), (300, False)])
 def test_labels_longer_than_cudnn_allows_fall_back_to_tf_kernel(monkeypatch, label_length, uses_cudnn_path):
 
@@ -377,12 +399,12 @@ def test_auto_mixed_precision_trains_with_this_machines_policy(data, tmp_path, c
 
 def test_non_finite_batches_are_skipped_then_stop_the_job(data, tmp_path, monkeypatch):
 
-    real = train_module.sparse_ctc_loss
+    real = train_module.masked_ctc_loss
 
     def poisoned(*args):  # every loss is NaN
         return real(*args) * tf.constant(np.nan)
 
-    monkeypatch.setattr(train_module, "sparse_ctc_loss", poisoned)
+    monkeypatch.setattr(train_module, "masked_ctc_loss", poisoned)
     trainer = Trainer(_config(data, tmp_path / "run", epochs=1, max_bad_batches=3))
     before = _weights(trainer.model)
     with pytest.raises(ValueError, match="3 non-finite batches in a row"):
@@ -440,6 +462,55 @@ def test_workdir_is_locked_and_checked(data, tmp_path, capsys):
     assert f"{run} is already trained to epoch 1 (--epochs 1); nothing to do" in capsys.readouterr().out
 
 
+# -- the devices: a GPU TensorFlow can't use, the preflight, --dry_run ------------------------------------------
+
+NVIDIA_VERSION = ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n"
+                  "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n")
+
+
+def test_a_gpu_tensorflow_cannot_use_stops_training_unless_allowed(data, tmp_path, monkeypatch, capsys):
+    from deepspeech2.train import strategy
+
+    proc = tmp_path / "proc_driver_nvidia"  # what /proc/driver/nvidia holds where the driver is loaded
+    proc.mkdir()
+    (proc / "version").write_text(NVIDIA_VERSION)
+    assert strategy.nvidia_driver(proc) == "535.104.05"
+    assert strategy.gpu_problem("535.104.05", gpus=["a GPU"]) is None  # TensorFlow sees it: nothing to say
+    assert strategy.gpu_problem(None, gpus=[]) is None  # no driver: a CPU machine
+    monkeypatch.setattr(strategy, "NVIDIA_PROC", proc)
+    with pytest.raises(ValueError, match=r"an NVIDIA driver \(535\.104\.05\) is installed but TensorFlow sees no "
+                                         r"GPU: .*tensorflow\[and-cuda\]==.*--allow_cpu"):
+        train(_config(data, tmp_path / "run", epochs=1))
+    assert not (tmp_path / "run").exists()
+    result = train(dataclasses.replace(_config(data, tmp_path / "run", epochs=1, dev_shards=(), allow_cpu=True,
+                                               mixed_precision="auto"), verbose=1))
+    assert result["epoch"] == 1
+    assert "for this CPU" in capsys.readouterr().out  # "auto" says which device it chose for
+
+
+def test_the_run_says_what_it_will_use_before_the_first_step(data, tmp_path, capsys):
+    train(dataclasses.replace(_config(data, tmp_path / "run", epochs=1, dev_shards=(),
+                                      pipeline=PipelineConfig(batch_size=6, num_buckets=2)), verbose=1))
+    out = capsys.readouterr().out
+    assert "devices: 1 replica on 1 worker (OneDeviceStrategy): 1 x CPU here" in out
+    assert "precision: float32" in out and "global batch: 6 utterances\n" in out
+    assert "steps: 3 steps in the first (sorted) epoch, 4 in the others" in out  # 16 utterances; 2 buckets later
+    assert "recurrent layers: gru time loop" in out
+    assert out.index("recurrent layers") < out.index("epoch 1/1")
+
+
+def test_dry_run_times_steps_and_leaves_the_workdir_alone(data, tmp_path):
+    out = subprocess.run(_cli(data, tmp_path / "run", "--dry_run", "--verbose=1"), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert not (tmp_path / "run").exists()
+    lines = out.stdout.strip().splitlines()
+    figures = json.loads(lines[-1])
+    assert figures["steps_per_epoch"] == 8 and figures["timed_steps"] > 0  # 16 utterances, batches of 2
+    assert figures["epoch_seconds"] == pytest.approx(8 * figures["step_seconds"])
+    assert any(line.startswith("devices: 1 replica") for line in lines)
+    assert any(line.startswith("step: ") and "an epoch: ~" in line for line in lines)
+
+
 # -- several replicas: 2 logical CPU devices, configured in a fresh process --------------------------------
 
 _REPLICAS = textwrap.dedent("""
@@ -447,15 +518,16 @@ _REPLICAS = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from deepspeech2.data.pipeline import PipelineConfig
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 3)
+    from deepspeech2.data.pipeline import PipelineConfig, make_dataset
     from deepspeech2.model import TINY
     import deepspeech2.train.trainer as T
 
     data, out, scenario = sys.argv[1:4]
 
-    def trainer(workdir, mirrored, **kw):
-        T.select_strategy = ((lambda: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])) if mirrored
+    def trainer(workdir, mirrored, **kw):  # mirrored: over that many replicas (True: 2)
+        devices = [f"/cpu:{i}" for i in range(int(mirrored) + (mirrored is True))]
+        T.select_strategy = ((lambda: tf.distribute.MirroredStrategy(devices)) if mirrored
                              else (lambda: tf.distribute.OneDeviceStrategy("/cpu:0")))
         kw.setdefault("pipeline", PipelineConfig(batch_size=8, num_buckets=0))
         config = T.TrainConfig(workdir=workdir, train_shards=(data + "/shards",), vocab_path=data + "/vocab.txt",
@@ -463,7 +535,7 @@ _REPLICAS = textwrap.dedent("""
                                warmup_steps=1, learning_rate=1e-2, verbose=0, seed=3, **kw)
         return T.Trainer(config)
 
-    def replicas(model):  # every weight as its copy on each replica
+    def replicas_of(model):  # every weight as its copy on each replica
         return [[np.array(x) for x in getattr(w.value, "values", (w.value,))] for w in model.weights]
 
     result = {}
@@ -474,7 +546,7 @@ _REPLICAS = textwrap.dedent("""
             t = trainer(out + f"/run{int(mirrored)}", mirrored, epochs=1, benchmark_max_step=1, clipnorm=0.5,
                         optimizer="sgd")
             t.fit()
-            result[f"weights{int(mirrored)}"] = [[r.tolist() for r in w] for w in replicas(t.model)]
+            result[f"weights{int(mirrored)}"] = [[r.tolist() for r in w] for w in replicas_of(t.model)]
             result[f"names"] = [w.path for w in t.model.weights]
             result[f"grad_norm{int(mirrored)}"] = t.history["grad_norm"]
             result[f"loss{int(mirrored)}"] = t.history["loss"]
@@ -484,20 +556,47 @@ _REPLICAS = textwrap.dedent("""
             t.fit()  # two steps; the bundles are saved with the average swapped in, then swapped back
             result[f"ema{int(mirrored)}"] = [[np.array(x).tolist() for x in getattr(e, "values", (e,))]
                                              for e in t.ema]
-            result[f"weights{int(mirrored)}"] = [[r.tolist() for r in w] for w in replicas(t.model)]
+            result[f"weights{int(mirrored)}"] = [[r.tolist() for r in w] for w in replicas_of(t.model)]
     elif scenario == "nan_on_one_replica":
-        real = T.sparse_ctc_loss
+        real = T.masked_ctc_loss
         def poisoned(*args):  # NaN on replica 1's half of the batch only
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
             return real(*args) * tf.where(tf.equal(replica, 1), np.float32(np.nan), np.float32(1.0))
-        T.sparse_ctc_loss = poisoned
+        T.masked_ctc_loss = poisoned
         t = trainer(out + "/run", True, epochs=1, benchmark_max_step=1, max_bad_batches=5)
-        before = replicas(t.model)
+        before = replicas_of(t.model)
         t.fit()
-        after = replicas(t.model)
+        after = replicas_of(t.model)
         result["skipped"] = t.skipped_batches
         result["unchanged"] = all(np.array_equal(a, b) for wa, wb in zip(before, after) for a, b in zip(wa, wb))
         result["replicas_identical"] = all(np.array_equal(w[0], r) for w in after for r in w)
+    elif scenario.startswith("every_step_on"):
+        # Two epochs (SortaGrad's sorted one, then shuffled in 2 buckets) of 16 utterances in global batches of 6:
+        # their last batches hold 4 utterances, and the buckets' last ones fewer, which don't divide over 3
+        # replicas (nor always over 2).
+        replicas = int(scenario.rsplit("_", 1)[1])
+        for r in (0, replicas):
+            t = trainer(out + f"/run{r}", r, epochs=2, clipnorm=0.5, optimizer="sgd",
+                        pipeline=PipelineConfig(batch_size=6, num_buckets=2))
+            t.fit()
+            result[f"loss{r}"] = t.history["loss"]
+            result[f"weights{r}"] = [[x.tolist() for x in w] for w in replicas_of(t.model)]
+            result[f"steps{r}"] = int(t.step.numpy())
+    elif scenario == "empty_batch_on_one_replica":
+        # What tf.distribute hands the replicas of a worker whose data ended before its peers': no rows and no
+        # frames. The step trains on the other replica's batch as one device would.
+        for r in (0, 2):
+            t = trainer(out + f"/run{r}", r, epochs=1, clipnorm=0.5, optimizer="sgd")
+            batch = next(iter(make_dataset(t.config.train_shards, t.feature_config, t.normalizer, None, t.pipeline,
+                                           model_config=t.config.model)))
+            empty = (tf.zeros((0, 0, batch[0].shape[-1])), tf.zeros((0,), tf.int32), tf.zeros((0, 0), tf.int32),
+                     tf.zeros((0,), tf.int32))
+            if r:
+                batch = t.strategy.experimental_distribute_values_from_function(
+                    lambda context: batch if context.replica_id_in_sync_group == 0 else empty)
+            step = tf.function(lambda *b: t.strategy.run(t._replica_step, args=(*b, tf.constant(0.0))))
+            result[f"loss{r}"] = [float(t.strategy.experimental_local_results(step(*batch)[0])[0])]
+            result[f"weights{r}"] = [[x.tolist() for x in w] for w in replicas_of(t.model)]
     elif scenario == "anneal_per_epoch":
         t = trainer(out + "/run", True, epochs=2, lr_decay=0.5,
                     pipeline=PipelineConfig(batch_frames=800, num_buckets=2))
@@ -534,6 +633,27 @@ def test_mirrored_ema_equals_single_device_ema(data, tmp_path):
     for single, mirrored in zip(result["ema0"] + result["weights0"], result["ema1"] + result["weights1"]):
         assert len(mirrored) == 2
         for copy in mirrored:  # on both replicas
+            np.testing.assert_allclose(copy, single[0], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_every_step_trains_on_every_replica_count(data, tmp_path, replicas):
+    """Epochs whose batches don't divide over the replicas end as they do on one device: every step's loss and
+    every weight, on every replica, equal a single-device run over the same batches."""
+    result = _run_replicas(data, tmp_path, f"every_step_on_{replicas}")
+    assert result[f"steps{replicas}"] == result["steps0"] >= 6  # 6, 6, 4 in the first epoch; buckets in the second
+    np.testing.assert_allclose(result[f"loss{replicas}"], result["loss0"], rtol=1e-4)
+    for single, mirrored in zip(result["weights0"], result[f"weights{replicas}"]):
+        assert len(mirrored) == replicas
+        for copy in mirrored:
+            np.testing.assert_allclose(copy, single[0], rtol=1e-4, atol=1e-5)
+
+
+def test_an_empty_batch_on_one_replica_adds_nothing(data, tmp_path):
+    result = _run_replicas(data, tmp_path, "empty_batch_on_one_replica")
+    np.testing.assert_allclose(result["loss2"], result["loss0"], rtol=1e-5)
+    for single, mirrored in zip(result["weights0"], result["weights2"]):
+        for copy in mirrored:
             np.testing.assert_allclose(copy, single[0], rtol=1e-4, atol=1e-6)
 
 
@@ -690,25 +810,26 @@ _WORKER = textwrap.dedent("""
     from deepspeech2.model import TINY
     from deepspeech2.train.config import TrainConfig
     from deepspeech2.train.trainer import train
-    d, workdir, out = sys.argv[1:4]
+    d, workdir, out, *batch = sys.argv[1:]
+    pipeline = (PipelineConfig(batch_size=int(batch[0]), num_buckets=2) if batch
+                else PipelineConfig(batch_size=2, num_buckets=0, drop_remainder=True))
     config = TrainConfig(workdir=workdir, train_shards=(d + "/shards",), vocab_path=d + "/vocab.txt",
-                         normalizer_path=d + "/mean_std.npz", model=TINY, model_name="tiny",
-                         pipeline=PipelineConfig(batch_size=2, num_buckets=0, drop_remainder=True), epochs=1,
-                         warmup_steps=1, checkpoint_every_steps=1, verbose=1)
+                         normalizer_path=d + "/mean_std.npz", model=TINY, model_name="tiny", pipeline=pipeline,
+                         epochs=1 + bool(batch), warmup_steps=1, checkpoint_every_steps=1, verbose=1)
     result = train(config)
     np.save(out, np.concatenate([w.numpy().ravel() for w in result["model"].weights]))
     print("steps", result["step"], flush=True)
 """)
 
 
-def _start_workers(data, workdir, outs):
+def _start_workers(data, workdir, outs, *extra):
     ports = [_free_port(), _free_port()]
     procs = []
     for i, out in enumerate(outs):
         env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in ports]},
                                                      "task": {"type": "worker", "index": i}}))
-        procs.append(subprocess.Popen([sys.executable, "-c", _WORKER, str(data), str(workdir), str(out)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(subprocess.Popen([sys.executable, "-c", _WORKER, str(data), str(workdir), str(out), *extra],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     return procs
 
 
@@ -723,6 +844,30 @@ def _finish(procs, timeout=240):
     for p, (out, err) in zip(procs, outs):
         assert p.returncode == 0, out[-2000:] + err[-3000:]
     return [out for out, _ in outs]
+
+
+@pytest.mark.slow
+def test_two_workers_with_uneven_shards_train_to_the_end_of_their_epochs(tmp_path):
+    """Three shards over two workers: one reads twice the other's utterances, so for half of each epoch the
+    other's replica gets tf.distribute's empty batches. Both finish both epochs, at the same step, with the same
+    weights, the steps the shard indexes plan (the longer worker's)."""
+    d = tmp_path / "data"
+    manifest, _ = make_manifest(d, n=18, min_seconds=0.8, max_seconds=1.6)
+    Vocabulary.english().save(d / "vocab.txt")
+    make_shards(manifest, Vocabulary.english(), ShardConfig(str(d / "shards"), num_shards=3), progress=False)
+    compute_mean_std([manifest], FeatureConfig()).save(d / "mean_std.npz")
+    outs = [tmp_path / "w0.npy", tmp_path / "w1.npy"]
+    done = _finish(_start_workers(d, tmp_path / "run", outs, "4"), timeout=400)
+    from deepspeech2.data.pipeline import epoch_steps
+    plan = [epoch_steps([str(d / "shards")], FeatureConfig(), dataclasses.replace(TINY, vocab_size=29),
+                        PipelineConfig(batch_size=4, num_buckets=2), sorted_epoch=s, pipelines=2) for s in (True, False)]
+    counts = [sum(1 for s in load_index(d / "shards")["shards"][w::2] for _ in s["durations"]) for w in (0, 1)]
+    assert counts == [12, 6]  # uneven: 6 utterances a shard, two shards on worker 0
+    for out in done:
+        assert f"steps {sum(plan)}" in out, out[-2000:]
+    w0, w1 = np.load(outs[0]), np.load(outs[1])
+    np.testing.assert_array_equal(w0, w1)
+    assert np.isfinite(w0).all()
 
 
 @pytest.mark.slow

@@ -56,6 +56,7 @@ class TrainConfig:
     ema_decay: float = 0.0  # > 0: also keep an exponential moving average of the weights (decay per step, at most
     # (1 + t) / (10 + t) at step t: over T steps any decay above 1 - 9/T averages the same, about the last tenth of
     # the steps); dev is scored, and the bundles saved, with the averaged weights
+    allow_cpu: bool = False  # train on the CPU of a machine whose NVIDIA GPU TensorFlow can't use (else an error)
     seed: int = 0
     verbose: int = 1  # 0 quiet, 1 progress bar per epoch, 2 one line per logged step
 

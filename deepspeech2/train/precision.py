@@ -40,11 +40,24 @@ def resolve_mixed_precision(policy: str, cpu_flags: set[str] | None = None,
         raise ValueError(f"`mixed_precision` must be one of {MIXED_POLICIES}, got {policy!r}")
     if policy != "auto":
         return policy
+    return auto_precision(cpu_flags, gpu_capabilities)[0]
+
+
+def auto_precision(cpu_flags: set[str] | None = None,
+                   gpu_capabilities: list[tuple[int, int]] | None = None) -> tuple[str, str]:
+    """`(policy, the device it was chosen for)`: what "auto" stands for (`resolve_mixed_precision`), and why, in
+    words: "2 GPUs of compute capability 9.0", "this CPU (avx512_bf16)"."""
     if gpu_capabilities is None:
         gpu_capabilities = [tuple(tf.config.experimental.get_device_details(gpu).get("compute_capability")
                                   or (0, 0)) for gpu in tf.config.list_physical_devices("GPU")]
     if gpu_capabilities:
         oldest = min(gpu_capabilities)
-        return "mixed_bfloat16" if oldest >= (8, 0) else "mixed_float16" if oldest >= (7, 0) else ""
+        n = len(gpu_capabilities)
+        device = f"{n} GPU{'s' * (n > 1)} of compute capability {oldest[0]}.{oldest[1]}" + (" or newer" if len(
+            set(gpu_capabilities)) > 1 else "")
+        return ("mixed_bfloat16" if oldest >= (8, 0) else "mixed_float16" if oldest >= (7, 0) else ""), device
     flags = _cpu_flags() if cpu_flags is None else cpu_flags
-    return "mixed_bfloat16" if flags & set(BF16_CPU_FLAGS) else ""
+    native = sorted(flags & set(BF16_CPU_FLAGS))
+    if native:
+        return "mixed_bfloat16", f"this CPU ({', '.join(native)}; no GPU seen)"
+    return "", "this CPU (no bf16 instructions; no GPU seen)"

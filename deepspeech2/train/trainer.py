@@ -25,15 +25,18 @@ from deepspeech2.data.shards import load_index, read_shards
 from deepspeech2.features import FeatureConfig, Normalizer
 from deepspeech2.fileio import atomic_write, exclusive_lock, write_json
 from deepspeech2.model import ModelConfig, build_model
+from deepspeech2.model.geometry import min_input_frames
 from deepspeech2.progress import step_bar
 from deepspeech2.train.config import TrainConfig
-from deepspeech2.train.ctc import sparse_ctc_loss
+from deepspeech2.train.ctc import masked_ctc_loss
 from deepspeech2.train.dev import evaluate
+from deepspeech2.train import preflight
 from deepspeech2.train.learning_curve import plot_learning_curve
-from deepspeech2.train.precision import resolve_mixed_precision
+from deepspeech2.train.precision import auto_precision
 from deepspeech2.train.resume import DATA_ORDER_SUFFIX, data_order, order_changes, read_data_order, restore_checkpoint
 from deepspeech2.train.schedule import learning_rate, make_optimizer
-from deepspeech2.train.strategy import Preempted, is_chief, is_chief_process, num_workers, select_strategy
+from deepspeech2.train.strategy import (Preempted, gpu_problem, is_chief, is_chief_process, num_workers,
+                                         select_strategy)
 from deepspeech2.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -61,23 +64,32 @@ def resolve_model_config(model: ModelConfig, feature_config: FeatureConfig, voca
     return dataclasses.replace(model, vocab_size=vocab.size)
 
 
-def train(config: TrainConfig) -> dict:
+def train(config: TrainConfig, dry_run: bool = False) -> dict:
     """Train (or resume); returns the model and a summary: steps, epochs, losses, dev WER/CER, throughput.
+
+    With `dry_run`, set the run up and time a few steps in a temporary workdir instead (`preflight.dry_run`):
+    nothing of the workdir is read or written.
 
     Raises:
         ValueError / FileNotFoundError: bad inputs; a checkpoint to resume mid-epoch whose batch order changed
             (`data_order`; `restart_epoch` starts the epoch over instead); workers of a cluster that don't resume
             from the same checkpoint; or `max_bad_batches` non-finite batches in a row.
     """
+    problem = gpu_problem()
+    if problem and not config.allow_cpu:
+        raise ValueError(f"{problem}; or pass --allow_cpu (`allow_cpu=True`) to train on the CPU")
     if config.mixed_precision == "auto":
-        config = dataclasses.replace(config, mixed_precision=resolve_mixed_precision("auto"))
+        policy, device = auto_precision()
+        config = dataclasses.replace(config, mixed_precision=policy)
         if config.verbose and is_chief_process():
-            print(f"--mixed_precision auto: {config.mixed_precision or 'float32'} (bf16 only where the hardware "
+            print(f"--mixed_precision auto: {policy or 'float32'} for {device} (bf16 only where the hardware "
                   "computes it natively)", flush=True)
     previous_policy = keras.mixed_precision.global_policy()
     if config.mixed_precision:
         keras.mixed_precision.set_global_policy(config.mixed_precision)
     try:
+        if dry_run:
+            return preflight.dry_run(config)
         # Two trainers on one workdir would interleave their checkpoints and TensorBoard steps: hold a lock
         # (the chief only: the other workers of a cluster write to temporary folders).
         with exclusive_lock(config.workdir, "a ds2-train") if is_chief_process() else contextlib.nullcontext():
@@ -106,6 +118,7 @@ class Trainer:
         if config.benchmark_batch_size:
             pipeline = dataclasses.replace(pipeline, batch_size=config.benchmark_batch_size, batch_frames=0)
         self.config, self.pipeline = config, pipeline
+        self.min_frames = min_input_frames(config.model)  # a replica's empty batch is filled up to this
 
         self.strategy = select_strategy()
         self.chief = is_chief(self.strategy)
@@ -187,7 +200,8 @@ class Trainer:
         # Per applied step: loss, learning rate, global gradient norm (before clipping); per epoch: dev WER/CER.
         self.history = {"loss": [], "lr": [], "grad_norm": [], "dev_wer": [], "dev_cer": [],
                         "epochs_completed": int(self.epoch.numpy())}
-        self.timings: list[float] = []
+        self.timings: list[float] = []  # utterances per second of each applied step
+        self.step_seconds: list[float] = []  # each step's time, applied or skipped
         self.skipped_batches = 0
         # Epoch records of earlier runs of this workdir (resume), up to the checkpoint's epoch.
         done = int(self.epoch.numpy())
@@ -197,6 +211,8 @@ class Trainer:
         # `log_every_steps` applied steps, and the block being summed.
         self.loss_blocks: list[tuple[int, float]] = []
         self.loss_block = [0.0, 0]
+        if config.verbose and self.chief:
+            print("\n".join(preflight.describe(self)), flush=True)
 
     def _make_checkpoint(self, ema: bool) -> tf.train.Checkpoint:
         """What a checkpoint holds: the model, optimizer and loop state, and (`ema`) the weights' moving average.
@@ -309,12 +325,16 @@ class Trainer:
         variables = self.model.trainable_variables
         # The forward pass updates BN's moving statistics; keep them, to restore them if the batch is skipped.
         saved = [tf.identity(v.value) for v in self.model.non_trainable_variables]
-        global_batch = context.all_reduce("sum", tf.cast(tf.shape(labels)[0], tf.float32))
+        features, feature_lengths, labels, label_lengths = self._at_least_one_row(
+            features, feature_lengths, labels, label_lengths)
+        rows = feature_lengths > 0  # the utterances; filler rows have no frames and add nothing below
+        global_batch = context.all_reduce("sum", tf.reduce_sum(tf.cast(rows, tf.float32)))
         scale = tf.identity(self.loss_scale)
         with tf.GradientTape() as tape:
             outputs = self.forward(features, feature_lengths)
-            per_utt = sparse_ctc_loss(labels, label_lengths, outputs["logits"], outputs["output_lengths"])
-            loss = tf.reduce_sum(per_utt) / global_batch  # this replica's share of the global batch's mean
+            per_utt = masked_ctc_loss(labels, label_lengths, outputs["logits"], outputs["output_lengths"], rows)
+            # this replica's share of the global batch's mean (a step of filler alone has a loss of 0)
+            loss = tf.reduce_sum(per_utt) / tf.maximum(global_batch, 1.0)
             scaled = loss * scale
         grads = tape.gradient(scaled, variables)
         # The global batch's gradient (and loss), summed here, so that every replica holds the same values
@@ -328,6 +348,20 @@ class Trainer:
             grads, _ = tf.clip_by_global_norm(grads, self.config.clipnorm, use_norm=norm)
         context.merge_call(self._apply_or_skip, args=(grads, finite, saved))
         return loss, finite, norm, global_batch, stop
+
+    def _at_least_one_row(self, features, feature_lengths, labels, label_lengths):
+        """The batch, with one row of no frames added when it has none, and zero frames added up to the shortest
+        input the model takes (`self.min_frames`).
+
+        tf.distribute hands a replica an empty batch (no rows, often no frames) where a worker's data ends before
+        its peers': the replica must still run the step, since every synchronized BatchNorm and the gradients'
+        all-reduce wait for it; with the filler row it runs as usual and adds nothing. A batch with rows is
+        returned as it is (`make_dataset` gives every step's replicas batches of one shape)."""
+        pad_rows = tf.maximum(1 - tf.shape(features)[0], 0)
+        pad_frames = tf.maximum(self.min_frames - tf.shape(features)[1], 0)
+        features = tf.pad(features, [[0, pad_rows], [0, pad_frames], [0, 0]])
+        return (features, tf.pad(feature_lengths, [[0, pad_rows]]), tf.pad(labels, [[0, pad_rows], [0, 0]]),
+                tf.pad(label_lengths, [[0, pad_rows]]))
 
     def _apply_or_skip(self, strategy, grads, finite, saved):
         """Cross-replica: apply the update on every replica, or skip it on every replica."""
@@ -436,6 +470,7 @@ class Trainer:
                 for x in self.train_step(batch, tf.constant(float(preempted.flag))))
             now = time.perf_counter()
             dt, t_last = now - t_last, now
+            self.step_seconds.append(dt)
             self.step.assign_add(1)
             self.position.assign_add(1)
             current = int(self.step.numpy())
@@ -499,7 +534,7 @@ class Trainer:
             tf.summary.scalar("learning_rate", lr)
             tf.summary.scalar("gradient_norm", grad_norm)
             tf.summary.scalar("throughput_sent_per_sec", ips)
-        if self.config.verbose >= 2 or benchmark:  # PaddleSpeech's benchmark log format
+        if self.config.verbose >= 2 or (benchmark and self.config.verbose):  # PaddleSpeech's benchmark log format
             print(f"epoch: {epoch + 1}, step: {step}, loss: {loss:.4f}, lr: {lr:.3e}, grad_norm: {grad_norm:.2f}, "
                   f"batch_cost: {dt:.4f} s, ips: {ips:.3f} sent./sec", flush=True)
 
