@@ -386,6 +386,84 @@ def test_keras_gru_masks_padding():
     assert len(states) == 2
 
 
+def _keras_kernel(cell, x, lengths, initial_state, input_kernel, recurrent_kernel, bias):
+    """cuDNN's GRU and LSTM math on the CPU: keras.layers.GRU (reset_after) and LSTM, whose cuDNN kernel takes
+    these weights, run as their generic loop with the given weights (`stateless_call`), masked past `lengths`."""
+    units = recurrent_kernel.shape[0]
+    steps = x.shape[0]
+    if cell == "gru":
+        layer = keras.layers.GRU(units, return_sequences=True, return_state=True, reset_after=True)
+        initial = [initial_state]
+    else:
+        layer = keras.layers.LSTM(units, return_sequences=True, return_state=True)
+        initial = [initial_state[:, :units], initial_state[:, units:]]
+    inputs = ops.transpose(x, (1, 0, 2))  # (B, T, I)
+    layer.build(inputs.shape)
+    mask = ops.arange(steps)[None, :] < ops.cast(lengths, "int32")[:, None]
+    (outputs, *state), _ = layer.stateless_call([input_kernel, recurrent_kernel, bias],
+                                                [v.value for v in layer.non_trainable_variables], inputs, mask=mask,
+                                                initial_state=initial)
+    outputs = ops.transpose(outputs * ops.cast(mask, outputs.dtype)[:, :, None], (1, 0, 2))  # (T, B, H)
+    return outputs, ops.concatenate(state, axis=-1)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_fused_kernel_weights_give_the_loops_outputs_and_gradients(monkeypatch, cell, bidirectional):
+    """BatchNormRNN's fused path (its weights mapped to the layout cuDNN takes, the backward direction reversed
+    within each length) against its time loop: the same outputs, and the same gradients for the inputs and every
+    weight, on masked batches with a row of no frames. The kernel itself is cuDNN's math as Keras runs it on a CPU
+    (`_keras_kernel`); on a GPU it is CudnnRNNV3 with these weights."""
+    from deepspeech2.model import rnn
+
+    layer = BatchNormRNN(5, cell, bidirectional=bidirectional)
+    x = tf.constant(_random(4, 7, 3))
+    lengths = tf.constant([7, 3, 5, 0], tf.int32)
+    layer.build(x.shape)
+    rng = np.random.default_rng(2)
+    for w in layer.trainable_weights:
+        w.assign(rng.normal(scale=0.5, size=w.shape).astype(np.float32))
+
+    projection = tf.constant(_random(4, 7, 5))
+
+    def run(fused):
+        monkeypatch.setattr(rnn, "fused_kernel_available", lambda c: fused)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, lengths, training=True)
+            loss = tf.reduce_sum(y * projection)  # a random projection of every output
+        return [y, *tape.gradient(loss, [x] + layer.trainable_weights)]
+
+    monkeypatch.setattr(rnn, "cudnn_kernel", _keras_kernel)
+    loop, fused = run(False), run(True)
+    names = ["outputs", "inputs"] + [w.path for w in layer.trainable_weights]
+    for name, a, b in zip(names, loop, fused):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    assert np.abs(loop[0].numpy()[:3]).max() > 0.05 and not loop[0].numpy()[3].any()
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_fused_kernel_keeps_the_final_state(monkeypatch, cell):
+    from deepspeech2.model import rnn
+
+    layer = BatchNormRNN(4, cell, bidirectional=True)
+    x, lengths = tf.constant(_random(3, 6, 3)), tf.constant([6, 2, 4], tf.int32)
+    monkeypatch.setattr(rnn, "cudnn_kernel", _keras_kernel)
+    states = {}
+    for fused in (False, True):
+        monkeypatch.setattr(rnn, "fused_kernel_available", lambda c, fused=fused: fused)
+        _, states[fused] = layer(x, lengths, return_state=True, training=True)
+    for a, b in zip(states[False], states[True]):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_the_fused_kernel_is_not_chosen_without_a_gpu():
+    from deepspeech2.model import rnn
+
+    assert not tf.config.list_logical_devices("GPU")
+    assert not any(rnn.fused_kernel_available(c) for c in ("gru", "lstm", "rnn"))
+
+
 # --------------------------------------------------------------------------------------------- model
 
 MODEL_CONFIGS = {

@@ -7,8 +7,8 @@ TensorFlow. The Keras half (layers, the model, CTC) is imported on first use of 
 
 import importlib
 
-from deepspeech2.model.config import (DS1, DS2_PAPER_EN, DS2_SMALL, DS2_STREAMING, PRESETS, TINY, ModelConfig,
-                                      load_model_config, preset)
+from deepspeech2.model.config import (DS1, DS2_PAPER_EN, DS2_PAPER_EN_GRU, DS2_SMALL, DS2_STREAMING, PRESETS, TINY,
+                                      ModelConfig, load_model_config, preset)
 from deepspeech2.model.geometry import ctc_feasible, ctc_label_steps, output_length, output_steps
 from deepspeech2.vocab import BLANK_ID
 
@@ -40,7 +40,7 @@ def __getattr__(name):
 
 
 __all__ = [
-    "BLANK_ID", "BatchNormRNN", "ConvFrontEnd", "DS1", "DS2_PAPER_EN", "DS2_SMALL", "DS2_STREAMING",
+    "BLANK_ID", "BatchNormRNN", "ConvFrontEnd", "DS1", "DS2_PAPER_EN", "DS2_PAPER_EN_GRU", "DS2_SMALL", "DS2_STREAMING",
     "FullyConnected", "KerasGRU", "ModelConfig", "PRESETS", "RowConv", "SequenceBatchNorm", "TINY",
     "UtteranceMeanNorm",
     "build_model", "clipped_relu", "ctc_feasible", "ctc_label_steps", "ctc_loss",

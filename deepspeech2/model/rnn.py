@@ -237,6 +237,120 @@ def rnn_recurrence(x, mask, initial_state, kernel, bias):
     return states, grad
 
 
+# -- the fused kernel (cuDNN) ---------------------------------------------------------------------------------
+#
+# On a GPU the GRU and LSTM loops above run as one cuDNN kernel per layer and direction (TF's CudnnRNNV3, the
+# kernel keras.layers.GRU and LSTM use), with DS2's sequence-wise BN still on the input projection outside it:
+# the kernel gets the normalized projection as its input, through fixed input weights that pass it on (the
+# identity, with the sign of GRU's update gate flipped), and our recurrent weights mapped to cuDNN's gates. The
+# math is the loop's: the same gates, the same state, zeros past each sequence's end. The clipped-ReLU RNN
+# ("rnn") has no such kernel (cuDNN's ReLU RNN is unclipped) and stays a loop.
+
+
+def fused_weights(cell: str, kernel, bias):
+    """Our recurrence's weights in the layout of keras.layers.GRU (`reset_after=True`) and LSTM, which is what
+    their cuDNN kernel computes with: `(input_kernel, recurrent_kernel, bias)`.
+
+    GRU: Keras's gates are [z, r, h] with `h' = z h + (1 - z) hh`, ours [z, r, n] with `h' = (1 - z) h + z n`, so
+    Keras's update gate is ours with its pre-activation negated; our `b_z, b_r` join the input, `b_n` sits inside
+    the reset gate's product (Keras's recurrent bias). LSTM: Keras's gates are [i, f, c, o], ours [i, f, o, g].
+
+    Args:
+        cell: "gru" or "lstm".
+        kernel: `(units, gates * units)` our recurrent weights U.
+        bias: `(gates * units,)` our recurrent bias.
+
+    Returns:
+        `input_kernel` `(gates * units, gates * units)`, applied to our input projection `x` (gates in our
+        order); `recurrent_kernel` `(units, gates * units)`; `bias`: GRU `(2, 3 * units)` (input, recurrent),
+        LSTM `(4 * units,)`.
+    """
+    units = kernel.shape[0]
+    eye = ops.eye(units, dtype=kernel.dtype)
+    zero = ops.zeros((units, units), kernel.dtype)
+    if cell == "gru":
+        u_z, u_r, u_n = ops.split(kernel, 3, axis=-1)
+        b_z, b_r, b_n = ops.split(bias, 3, axis=-1)
+        input_kernel = ops.concatenate([ops.concatenate([-eye, zero, zero], axis=1),
+                                        ops.concatenate([zero, eye, zero], axis=1),
+                                        ops.concatenate([zero, zero, eye], axis=1)], axis=0)
+        zeros = ops.zeros_like(b_n)
+        return (input_kernel, ops.concatenate([-u_z, u_r, u_n], axis=-1),
+                ops.stack([ops.concatenate([-b_z, b_r, zeros]), ops.concatenate([zeros, zeros, b_n])]))
+    if cell != "lstm":
+        raise ValueError(f"no fused kernel for `cell`={cell!r}; only 'gru' and 'lstm' have one")
+    order = (0, 1, 3, 2)  # ours i, f, o, g -> Keras i, f, c (= g), o
+    blocks = [[eye if j == i else zero for j in range(4)] for i in order]  # row block: our gate j feeds Keras's i
+    input_kernel = ops.concatenate([ops.concatenate([blocks[i][j] for i in range(4)], axis=1) for j in range(4)],
+                                   axis=0)
+    u, b = ops.split(kernel, 4, axis=-1), ops.split(bias, 4, axis=-1)
+    return (input_kernel, ops.concatenate([u[i] for i in order], axis=-1),
+            ops.concatenate([b[i] for i in order], axis=-1))
+
+
+def cudnn_kernel(cell: str, x, lengths, initial_state, input_kernel, recurrent_kernel, bias):
+    """One direction of a GRU or LSTM layer through TF's CudnnRNNV3 (GPU only).
+
+    Args:
+        cell: "gru" or "lstm".
+        x: `(time, batch, features)` inputs.
+        lengths: `(batch,)` int32 valid steps, each at least 1 (cuDNN refuses an empty sequence).
+        initial_state: `(batch, units)`; LSTM `(batch, 2 * units)`, `[h, c]`.
+        input_kernel, recurrent_kernel, bias: `fused_weights`' layout.
+
+    Returns:
+        `(outputs, state)`: `(time, batch, units)`, zero past each length, and the state after each sequence's
+        last step (LSTM `[h, c]`).
+    """
+    import tensorflow as tf
+
+    units = recurrent_kernel.shape[0]
+    gates = recurrent_kernel.shape[1] // units
+    weights = ops.split(input_kernel, gates, axis=1) + ops.split(recurrent_kernel, gates, axis=1)
+    if cell == "gru":
+        biases = ops.split(ops.reshape(bias, (-1,)), 6)
+        # cuDNN orders a GRU's gates [r, z, h] (Keras [z, r, h]); an LSTM's are Keras's [i, f, c, o].
+        weights = [weights[i] for i in (1, 0, 2, 4, 3, 5)]
+        biases = [biases[i] for i in (1, 0, 2, 4, 3, 5)]
+        h0, c0 = initial_state, 0.0
+    else:
+        biases = ops.split(ops.concatenate([ops.zeros_like(bias), bias]), 8)  # cuDNN's input bias: unused, 0
+        h0, c0 = initial_state[:, :units], initial_state[:, units:][None]
+    # cuDNN's canonical matrices are (units, inputs): Keras's blocks transposed, all flattened into one vector.
+    params = ops.concatenate([ops.reshape(ops.transpose(w), (-1,)) for w in weights] +
+                             [ops.reshape(b, (-1,)) for b in biases])
+    outputs, h, c, _, _ = tf.raw_ops.CudnnRNNV3(input=x, input_h=h0[None], input_c=c0, params=params,
+                                                 is_training=True, rnn_mode=cell, sequence_lengths=lengths,
+                                                 time_major=True)
+    return outputs, (h[0] if cell == "gru" else ops.concatenate([h[0], c[0]], axis=-1))
+
+
+def fused_kernel_available(cell: str) -> bool:
+    """Whether `cell` runs as a fused kernel here: a GRU or LSTM, on TensorFlow, with a GPU visible.
+    DS2_RNN_LOOP=1 keeps the loop (to compare, or where a driver's cuDNN misbehaves)."""
+    import os
+
+    if cell not in ("gru", "lstm") or keras.backend.backend() != "tensorflow" or os.environ.get("DS2_RNN_LOOP") == "1":
+        return False
+    import tensorflow as tf
+
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def recurrent_kernel(config, on_gpu: bool) -> str:
+    """Which kernel a model's recurrent layers train with, in words (for the training log)."""
+    if config.rnn_type == "cudnn_gru":
+        return "keras.layers.GRU (cuDNN on a GPU; no batch norm)"
+    if not on_gpu:
+        return f"{config.rnn_type} time loop (keras.ops.scan, a custom gradient)"
+    if config.rnn_type in ("gru", "lstm") and fused_kernel_available(config.rnn_type):
+        return f"cuDNN's fused {config.rnn_type.upper()} (CudnnRNNV3), BN on the input projection outside it"
+    if config.rnn_type == "rnn":
+        return ("clipped-ReLU time loop: cuDNN's ReLU RNN has no clip at 20, so it has no fused kernel (the GRU "
+                "presets, e.g. ds2-paper-en-gru, have one)")
+    return f"{config.rnn_type} time loop (DS2_RNN_LOOP=1)"
+
+
 def _lstm_bias_initializer(shape, dtype=None):
     """Zeros, except 1 for the forget gate (gate order i, f, o, g), so early training keeps the cell."""
     units = shape[0] // 4
@@ -324,6 +438,10 @@ class BatchNormRNN(keras.layers.Layer):
         else:
             recurrence = rnn_recurrence
         xs = ops.split(x, 2, axis=-1) if self.bidirectional else [x]  # (T, B, gates * H) per direction
+        if training and fused_kernel_available(self.cell):
+            outputs, states = self._fused(xs, lengths, mask, initial_state)
+            outputs = ops.transpose(ops.cast(outputs, self.compute_dtype), (1, 0, 2))  # (B, T, H)
+            return (outputs, states) if return_state else outputs
         outputs, states = 0.0, []
         for d, (x_d, kernel, bias) in enumerate(zip(xs, self.kernels, self.biases)):
             mask_d = mask
@@ -339,6 +457,30 @@ class BatchNormRNN(keras.layers.Layer):
             outputs = outputs + (ops.flip(sequence, axis=0) if d == 1 else sequence)
         outputs = ops.transpose(ops.cast(outputs * mask, self.compute_dtype), (1, 0, 2))  # (B, T, H)
         return (outputs, states) if return_state else outputs
+
+    def _fused(self, xs, lengths, mask, initial_state):
+        """`call`'s directions through the fused kernel (`cudnn_kernel`): the backward one on each sequence
+        reversed within its length. Returns the directions' summed outputs `(T, B, H)`, zero past each length,
+        and each direction's final state."""
+        import tensorflow as tf
+
+        # fp16 where the policy computes in it, else fp32 (cuDNN's RNN has no bf16 kernel).
+        dtype = "float16" if self.compute_dtype == "float16" else "float32"
+        # A filler row has no frames (`make_dataset`'s rows of no frames): cuDNN takes one step of it, and the
+        # mask below zeroes it.
+        steps = ops.maximum(ops.cast(lengths, "int32"), 1)
+        outputs, states = 0.0, []
+        for d, (x_d, kernel, bias) in enumerate(zip(xs, self.kernels, self.biases)):
+            if d == 1:
+                x_d = tf.reverse_sequence(x_d, steps, seq_axis=0, batch_axis=1)
+            weights = fused_weights(self.cell, ops.cast(kernel, dtype), ops.cast(bias, dtype))
+            sequence, state = cudnn_kernel(self.cell, ops.cast(x_d, dtype), steps,
+                                           ops.cast(initial_state[d], dtype), *weights)
+            if d == 1:
+                sequence = tf.reverse_sequence(sequence, steps, seq_axis=0, batch_axis=1)
+            outputs = outputs + ops.cast(sequence, "float32")
+            states.append(ops.cast(state, "float32"))
+        return outputs * mask, states
 
     def get_config(self):
         config = super().get_config()
