@@ -10,9 +10,16 @@ BIN := $(VENV)/bin
 .PHONY: test test-slow deps kenlm clean-venv bench
 
 # Apt packages first, then the venv from the pinned lock file. Re-runs are no-ops unless
-# requirements.lock or setup.cfg changed.
-deps: $(STAMP)
+# requirements.lock or setup.cfg changed. GPU=1 adds the CUDA and cuDNN wheels TensorFlow loads
+# (requirements-gpu.lock: Linux x86-64 with an NVIDIA driver).
+GPU ?=
+GPU_STAMP := $(VENV)/.installed-gpu
+deps: $(STAMP) $(if $(filter-out 0,$(GPU)),$(GPU_STAMP))
 	@tools/apt-deps.sh base
+
+$(GPU_STAMP): requirements-gpu.lock $(STAMP)
+	$(PY) -m pip install -q -r requirements-gpu.lock
+	@touch $@
 
 $(STAMP): requirements.lock setup.cfg pyproject.toml
 	@tools/apt-deps.sh base

@@ -14,6 +14,10 @@ no oneDNN/AMX matmuls, so the model itself runs best in TF's executor.
 
     .venv/bin/python bench/train.py --steps 10 --variants bn_gru-bf16,cudnn_gru-fp32 --profile
 
+`--device gpu` runs on the GPU TensorFlow sees (the default hides GPUs, so the CPU figures stay the CPU's). There
+`bn_gru` trains with the fused cuDNN kernel BatchNormRNN picks on a GPU, and `bn_gru_loop` is the same model with
+the time loop (DS2_RNN_LOOP=1), to compare.
+
 The last line printed is a JSON list of {"name", "value", "unit"}.
 """
 
@@ -29,7 +33,17 @@ import subprocess
 import sys
 import time
 
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+
+def _device(argv: list[str]) -> str:
+    """--device, read before TensorFlow starts: it decides whether TensorFlow may see the GPUs."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    return parser.parse_known_args(argv)[0].device
+
+
+if _device(sys.argv[1:]) == "cpu":
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
 import numpy as np  # noqa: E402
@@ -94,10 +108,13 @@ def run_variant(variant: str, steps: int, warmup: int, xla_pieces: list[str], pr
     from deepspeech2.model import DS2_SMALL, build_model, ctc_loss
 
     rnn, precision, *rest = variant.split("-")
-    if rnn not in ("bn_gru", "cudnn_gru") or precision not in ("fp32", "bf16") or rest not in ([], ["xla"]):
-        raise ValueError(f"bad variant {variant!r}; expected <bn_gru|cudnn_gru>-<fp32|bf16>[-xla]")
+    if rnn not in ("bn_gru", "bn_gru_loop", "cudnn_gru") or precision not in ("fp32", "bf16") or rest not in (
+            [], ["xla"]):
+        raise ValueError(f"bad variant {variant!r}; expected <bn_gru|bn_gru_loop|cudnn_gru>-<fp32|bf16>[-xla]")
+    if rnn == "bn_gru_loop":
+        os.environ["DS2_RNN_LOOP"] = "1"  # BatchNormRNN's time loop where it would pick the fused kernel
     keras.config.set_dtype_policy("mixed_bfloat16" if precision == "bf16" else "float32")
-    config = dataclasses.replace(DS2_SMALL, rnn_type="gru" if rnn == "bn_gru" else "cudnn_gru")
+    config = dataclasses.replace(DS2_SMALL, rnn_type="cudnn_gru" if rnn == "cudnn_gru" else "gru")
     model = build_model(config)
     optimizer = keras.optimizers.Adam(1e-4)
     optimizer.build(model.trainable_variables)
@@ -320,6 +337,8 @@ def main():
     parser.add_argument("--paddle", action="store_true",
                         help="then PaddleSpeech's DS2 on the same workload (bench/paddle_ds2.py in .venv-paddle, "
                              "`make bench-paddle-venv`), and each variant's ratio to it")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="cpu (GPUs hidden) or gpu (the GPU TensorFlow sees)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one variant, JSON out
     args = parser.parse_args()
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -333,13 +352,16 @@ def main():
         print(json.dumps(run_variant(args.variants, args.steps, args.warmup, pieces, args.profile)))
         return
 
+    if args.device == "gpu" and not tf.config.list_physical_devices("GPU"):
+        sys.exit("--device gpu: TensorFlow sees no GPU here")
     peak_fp32, peak_bf16 = matmul_peak("float32"), matmul_peak("bfloat16")
     print(f"matmul peak, 2048^2: fp32 {peak_fp32 / 1e9:.0f} GFLOP/s, bf16 {peak_bf16 / 1e9:.0f} GFLOP/s")
     figures = [{"name": "matmul_2048_fp32", "value": round(peak_fp32 / 1e9, 1), "unit": "GFLOP/s"},
                {"name": "matmul_2048_bf16", "value": round(peak_bf16 / 1e9, 1), "unit": "GFLOP/s"}]
     for variant in args.variants.split(","):
         command = [sys.executable, os.path.abspath(__file__), "--child", "--variants", variant,
-                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--xla_pieces", args.xla_pieces]
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--xla_pieces", args.xla_pieces,
+                   "--device", args.device]
         done = subprocess.run(command + (["--profile"] if args.profile else []), capture_output=True, text=True)
         if done.returncode:
             print(f"{variant}: failed\n{done.stderr[-3000:]}")
