@@ -19,6 +19,9 @@ commands:
   wsj          import WSJ0/WSJ1: NIST SPHERE .wv1 + .dot, Kaldi split names (--corpus_dir, --out)
   chime4       import CHiME-4: isolated_1ch_track wavs + annotations/*.json (--corpus_dir, --out)
   tedlium      import TED-LIUM (releases 1-3): .sph + .stm segments (--corpus_dir, --out)
+  folder       import your own recordings: audio with a .txt/.lab transcript beside each, or a .tsv/.csv of
+               path and text (Common Voice, DeepSpeech); --dev_fraction/--test_fraction hold speakers out
+               (--corpus_dir, --out; --language, --speaker, --seed)
 
 examples:
     ds2-prepare tiny --out data/tiny [--hours 1] [--seed 0] [--language en|zh]
@@ -29,6 +32,8 @@ examples:
     ds2-prepare validate MANIFEST [--vocab vocab.txt] [--model ds2-small] [--write_clean clean.jsonl]
     ds2-prepare normalize MANIFEST --language en --out normalized.jsonl
     ds2-prepare librispeech --corpus_dir LibriSpeech --out data/librispeech
+    ds2-prepare folder --corpus_dir ~/recordings --out data/mine --dev_fraction 0.1 --test_fraction 0.1
+    ds2-prepare folder --corpus_dir cv-corpus-17.0-2024-03-15/en --out data/cv-en     # Common Voice's TSVs
 
 `validate` prints one line per problem and exits 1 if there are any; with --write_clean it writes the
 good lines to that file (and the dropped ones with their reasons next to it) and exits 0, or 1 when no
@@ -37,12 +42,13 @@ problem, unless --strict. Importers write OUT/<split>.jsonl and OUT/<split>.repo
 and why).
 """
 
+import functools
 import sys
 
 from absl import flags
 
 COMMANDS = ("tiny", "heldout", "noise", "poetry", "english", "validate", "normalize", "librispeech", "voxforge",
-            "aishell", "wsj", "chime4", "tedlium")
+            "aishell", "wsj", "chime4", "tedlium", "folder")
 
 flags.DEFINE_string("out", None, "Output folder (tiny, heldout, noise, importers); the output manifest (normalize); "
                     "the text file (poetry, english).")
@@ -79,8 +85,14 @@ flags.DEFINE_float("train_text_share", 0.0, "tiny: this fraction of the training
                    "(dev and test stay fortunes).")
 flags.DEFINE_integer("common_chars", 0, "tiny --language zh: only sentences made of fortunes-zh's N most "
                      "frequent characters (0: all).")
-flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
-flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny, normalize: language.")
+flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus); folder: which speakers are "
+                     "held out.")
+flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny, normalize, folder: language.")
+flags.DEFINE_string("speaker", None, "folder: every utterance's speaker (default: the folder holding each audio file, "
+                    "or the table's client_id/speaker column).")
+flags.DEFINE_float("dev_fraction", 0.0, "folder, for input that doesn't name its splits: hold out at least this share "
+                   "of the utterances as dev, whole speakers at a time.")
+flags.DEFINE_float("test_fraction", 0.0, "folder: as --dev_fraction, for test.")
 flags.DEFINE_string("speech_manifest", None, "noise: speech used to make babble.")
 flags.DEFINE_list("held_out", [], "poetry, english: manifests (dev, test) whose sentences must not reach the LM "
                   "text. poetry: a poem holding one, or sharing a 7-character run with one, is left out whole; "
@@ -200,6 +212,12 @@ def _prepare(command: str, args: list[str]) -> int:
             from deepspeech2.prepare.wsj import prepare_wsj as prepare
         elif command == "chime4":
             from deepspeech2.prepare.chime4 import prepare_chime4 as prepare
+        elif command == "folder":
+            from deepspeech2.prepare.folder import prepare_folder
+
+            prepare = functools.partial(prepare_folder, language=FLAGS.language, speaker=FLAGS.speaker,
+                                        dev_fraction=FLAGS.dev_fraction, test_fraction=FLAGS.test_fraction,
+                                        seed=FLAGS.seed)
         else:
             from deepspeech2.prepare.tedlium import prepare_tedlium as prepare
         manifests = prepare(FLAGS.corpus_dir, FLAGS.out, num_workers=FLAGS.num_workers)

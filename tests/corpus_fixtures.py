@@ -357,3 +357,123 @@ def make_tedlium(root: Path) -> Fixture:
     return Fixture(root, expected, {"dev": {"Corrupt_2011.sph": CORRUPT, "Missing_2012.sph": MISSING},
                                     "train": {"JaneDoe_2012-0000050-0000090": "<unk>"}}, True, sources,
                    excluded={"dev": 3, "train": 1})
+
+
+def make_folder(root: Path) -> Fixture:
+    """Your own recordings: audio in several formats and rates with `<name>.txt` (or `.lab`) beside each, in
+    one folder per speaker, one of them a level deeper; none is 16 kHz WAV, so all are converted.
+
+    Left out and reported: audio without a transcript, a transcript without audio, a corrupt file, a
+    transcript the normalizer can't read confidently ("3-2") and an empty one.
+    """
+    base = root / "recordings"
+    utts = {  # id: (audio file, sample rate, format, transcript file, raw, normalized, frames)
+        "alice/001": ("alice/001.flac", 16000, "FLAC", "alice/001.txt", "Hello world, it's 5 o'clock.",
+                      "hello world it's five o'clock", 8000),
+        "alice/002": ("alice/002.wav", 22050, "WAV", "alice/002.lab", "THE 2 BOYS WENT HOME", "the two boys went home",
+                      11025),
+        "bob/003": ("bob/003.ogg", 48000, "OGG", "bob/003.txt", "Good morning\nto you", "good morning to you", 24000),
+        "bob/takes/004": ("bob/takes/004.wav", 8000, "WAV", "bob/takes/004.txt", "Café au lait", "cafe au lait", 4000),
+    }
+    expected, sources = {}, {}
+    for seed, (utt, (audio, sr, fmt, transcript, raw, norm, frames)) in enumerate(utts.items()):
+        path = base / audio
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(path), tone(frames, sr, seed), sr, format=fmt, subtype="VORBIS" if fmt == "OGG" else "PCM_16")
+        sources[utt] = path
+        _text(base / transcript, raw.split("\n"))
+        expected[utt] = Expected(norm, frames / sr, Path(audio).parent.name)
+    _write(base / "alice/003.wav", 4000, 16000, 7, "WAV")  # no transcript beside it
+    _text(base / "bob/005.txt", ["a transcript whose audio was never copied"])
+    _garbage(base / "bob/006.flac")
+    _text(base / "bob/006.txt", ["a corrupt recording"])
+    _write(base / "alice/007.wav", 4000, 16000, 8, "WAV")
+    _text(base / "alice/007.txt", ["the score was 3-2"])
+    _write(base / "alice/008.wav", 4000, 16000, 9, "WAV")
+    _text(base / "alice/008.txt", [""])
+    skipped = {"alice/003": "no transcript beside", "bob/005.txt": "no audio file beside it", "bob/006": CORRUPT,
+               "alice/007": "can't be normalized confidently", "alice/008": "transcript is empty"}
+    return Fixture(base, {"train": expected}, {"train": skipped}, True, sources)
+
+
+def make_deepspeech(root: Path) -> Fixture:
+    """Mozilla DeepSpeech's CSVs, `wav_filename,wav_filesize,transcript`, one per split, the 16 kHz WAVs (used in
+    place) listed relative to the CSV's folder or by absolute path. No speakers.
+
+    Reported: a row with a field too many and one without a path (by `file:line`), a corrupt WAV and one
+    that is missing (by id).
+    """
+    rows = {  # split: [(wav path as listed, transcript, normalized, frames)]
+        "train": [("clips/a1.wav", "she had your dark suit", "she had your dark suit", 8000),
+                  ("clips/a2.wav", "in greasy wash water all year", "in greasy wash water all year", 7200),
+                  (str(root / "clips/a3.wav"), "don't ask me to carry an oily rag", "don't ask me to carry an oily rag",
+                   8800)],
+        "dev": [("clips/b1.wav", '"well, yes," she said', "well yes she said", 6400)],
+        "test": [("clips/c1.wav", "it's 9 a.m.", "it's nine a m", 5600)],
+    }
+    expected: dict[str, dict[str, Expected]] = {}
+    sources = {}
+    lines: dict[str, list[str]] = {}
+    for seed, (split, (listed, raw, norm, frames)) in enumerate((s, row) for s, rs in rows.items() for row in rs):
+        path = _write(root / "clips" / Path(listed).name, frames, 16000, seed, "WAV")
+        utt = f"clips/{path.stem}"
+        sources[utt] = path
+        quoted = f'"{raw.replace(chr(34), chr(34) * 2)}"' if "," in raw or '"' in raw else raw
+        lines.setdefault(split, ["wav_filename,wav_filesize,transcript"]).append(
+            f"{listed},{path.stat().st_size},{quoted}")
+        expected.setdefault(split, {})[utt] = Expected(norm, frames / 16000, None)
+    _garbage(root / "clips/a4.wav")
+    lines["train"] += ["clips/a4.wav,1024,a corrupt file", "clips/gone.wav,2048,never copied",
+                       "clips/a5.wav,2048,one field,too many"]  # line 7
+    lines["test"] += [",1024,no path"]  # line 3
+    for split, text in lines.items():
+        _text(root / f"{split}.csv", text)
+    return Fixture(root, expected, {"train": {"clips/a4": CORRUPT, "clips/gone": MISSING,
+                                              "train.csv:7": "4 fields where the header has 3"},
+                                    "test": {"test.csv:3": "no audio path"}}, False, sources)
+
+
+CV_COLUMNS = ["client_id", "path", "sentence_id", "sentence", "sentence_domain", "up_votes", "down_votes", "age",
+              "gender", "accents", "variant", "locale", "segment"]
+
+
+def make_common_voice(root: Path) -> Fixture:
+    """A Common Voice release as it unpacks, `cv-corpus-<version>/en/{train,dev,test,validated}.tsv` with the
+    clips as 48 kHz MP3 in `clips/` (all converted). The speaker is `client_id`; `age`, `gender` and `accents`
+    are kept on the manifest line. Sentences are unquoted TSV fields (one opens with a quote mark).
+
+    Reported: a clip the TSV lists that is missing (by id), a row with a stray tab (by `file:line`).
+    """
+    base = root / "cv-corpus-17.0-2024-03-15" / "en"
+    clients = {"a" * 64: ("twenties", "male_masculine", "United States English"), "b" * 64: ("", "", ""),
+               "c" * 64: ("fifties", "female_feminine", "England English")}
+    clips = {  # split: [(client, clip, sentence, normalized, frames at 48 kHz)]
+        "train": [("a" * 64, "common_voice_en_1001.mp3", "The 3 little pigs.", "the three little pigs", 28800),
+                  ("a" * 64, "common_voice_en_1002.mp3", '"Hi," she said.', "hi she said", 24000),
+                  ("b" * 64, "common_voice_en_1003.mp3", "Where is the station?", "where is the station", 33600)],
+        "dev": [("c" * 64, "common_voice_en_2001.mp3", "Nice to meet you.", "nice to meet you", 26400)],
+        "test": [("c" * 64, "common_voice_en_3001.mp3", "It rained all day.", "it rained all day", 31200)],
+    }
+    expected: dict[str, dict[str, Expected]] = {}
+    sources = {}
+    tables: dict[str, list[str]] = {}
+    for seed, (split, (client, clip, sentence, norm, frames)) in enumerate(
+            (s, item) for s, items in clips.items() for item in items):
+        path = base / "clips" / clip
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(path), tone(frames, 48000, seed), 48000, format="MP3")
+        sources[clip[:-4]] = path
+        age, gender, accents = clients[client]
+        row = [client, clip, f"{seed:064x}", sentence, "", "2", "0", age, gender, accents, "", "en", ""]
+        tables.setdefault(split, ["\t".join(CV_COLUMNS)]).append("\t".join(row))
+        extra = {k: v for k, v in (("age", age), ("gender", gender), ("accents", accents)) if v}
+        expected.setdefault(split, {})[clip[:-4]] = Expected(norm, frames / 48000, client, extra=extra)
+    tables["train"] += ["\t".join(["b" * 64, "common_voice_en_1004.mp3", "9" * 64, "Never recorded.", "", "2", "0", "",
+                                   "", "", "", "en", ""]),
+                        "\t".join(["b" * 64, "common_voice_en_1005.mp3", "8" * 64, "A stray\ttab", "", "2", "0", "", "",
+                                   "", "", "en", ""])]  # line 6
+    tables["validated"] = tables["train"][:1] + [r for s in ("train", "dev", "test") for r in tables[s][1:4]]
+    for split, lines in tables.items():
+        _text(base / f"{split}.tsv", lines)
+    return Fixture(base, expected, {"train": {"common_voice_en_1004": MISSING,
+                                              "train.tsv:6": "14 fields where the header has 13"}}, True, sources)

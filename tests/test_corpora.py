@@ -13,7 +13,7 @@ import soundfile as sf
 
 from deepspeech2.audio import load_audio
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.prepare import aishell, chime4, importer, librispeech, tedlium, voxforge, wsj
+from deepspeech2.prepare import aishell, chime4, folder, importer, librispeech, tedlium, voxforge, wsj
 
 import corpus_fixtures
 
@@ -24,6 +24,10 @@ CASES = {
     "wsj": (corpus_fixtures.make_wsj, wsj.prepare_wsj, "en"),
     "chime4": (corpus_fixtures.make_chime4, chime4.prepare_chime4, "en"),
     "tedlium": (corpus_fixtures.make_tedlium, tedlium.prepare_tedlium, "en"),
+    # Your own data (`ds2-prepare folder`), in its three shapes; the report's corpus is "folder" for each.
+    "folder": (corpus_fixtures.make_folder, folder.prepare_folder, "en"),
+    "folder-deepspeech": (corpus_fixtures.make_deepspeech, folder.prepare_folder, "en"),
+    "folder-commonvoice": (corpus_fixtures.make_common_voice, folder.prepare_folder, "en"),
 }
 
 
@@ -63,7 +67,7 @@ def test_import_then_reimport(tmp_path, name):
                 assert Path(u.audio_filepath) == fx.sources[u.extra["id"]].resolve()
 
         report = json.loads((out / f"{split}.report.json").read_text())
-        assert (report["corpus"], report["split"], report["kept"]) == (name, split, len(utts))
+        assert (report["corpus"], report["split"], report["kept"]) == (name.split("-")[0], split, len(utts))
         assert report["hours"] == pytest.approx(sum(u.duration for u in utts) / 3600, abs=1e-4)
         for bad, why in fx.skipped.get(split, {}).items():
             assert any(bad in (s.get("id") or s.get("path")) and why in s["reason"] for s in report["skipped"]), \
