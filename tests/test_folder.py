@@ -4,6 +4,8 @@ against its fixture in tests/test_corpora.py; here: the hold-out by speaker, tab
 bad rows, Mandarin, the one-table layouts and the command line."""
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -226,3 +228,79 @@ def test_cli(tmp_path):
         "transcript column; expected a path column named one of ['path', 'wav_filename', 'audio_filepath', 'audio', "
         "'file_name', 'filename', 'file'] and a transcript column named one of ['sentence', 'transcript', "
         "'transcription', 'text'] on its first line"]
+
+
+# ------------------------------------------------------------------------------------- the README (slow)
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "examples" / "folder" / "README.md"
+# The README's commands unchanged except how much they do: the tiny model, one epoch, a small grid and beam.
+TINY = {"ds2-small": "tiny", "--epochs 30": "--epochs 1 --batch_size 4 --warmup_steps 1",
+        "--num_alphas 5 --num_betas 5": "--num_alphas 2 --num_betas 2 --beam_size 8"}
+VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-029")
+SENTENCES = ("the cat sat on the mat", "open the door please", "it is five o'clock", "we went home early",
+             "she likes green apples")
+
+
+def readme_blocks() -> list[str]:
+    """The ```bash blocks of examples/folder/README.md, in order."""
+    return re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_readme_blocks_are_the_six_steps():
+    script = "\n".join(readme_blocks())
+    for command in ("ds2-prepare folder", "ds2-build-vocab", "ds2-prepare validate", "ds2-make-shards",
+                    "ds2-compute-stats", "ds2-train", "ds2-eval", "ds2-export", "ds2-build-lm", "ds2-tune"):
+        assert command in script, command
+    for old in TINY:
+        assert old in script, f"the README no longer says `{old}`: update TINY"
+
+
+@pytest.mark.slow
+def test_readme_commands_run_as_written(tmp_path):
+    """examples/folder/README.md's commands as written (at tiny size), in a fresh folder whose `data/` is a symlink
+    to another folder, on `~/recordings`: four espeak-ng voices (22.05 kHz WAV, converted), five sentences each."""
+    import jiwer
+
+    home = tmp_path / "home"
+    for voice in VOICES:
+        for i, sentence in enumerate(SENTENCES):
+            wav = home / "recordings" / voice / f"{i:02d}.wav"
+            wav.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["espeak-ng", "-v", voice, "-w", str(wav), sentence], check=True, capture_output=True)
+            wav.with_suffix(".txt").write_text(sentence.capitalize() + ".\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "disk" / "data").mkdir(parents=True)
+    (work / "data").symlink_to(tmp_path / "disk" / "data")
+    (work / ".venv").symlink_to(Path(sys.executable).parents[1])  # `source .venv/bin/activate`
+    (work / "examples").symlink_to(REPO / "examples")
+    script = "\n".join(readme_blocks())
+    for old, new in TINY.items():
+        script = script.replace(old, new)
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env |= {"HOME": str(home), "PATH": "/usr/local/bin:/usr/bin:/bin"}  # the commands come from the activated venv
+    out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True, text=True,
+                         timeout=1500)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+    data, run = work / "data" / "mine", work / "runs" / "mine"
+    speakers = {s: {u.speaker for u in read_manifest(data / f"{s}.jsonl")} for s in ("train", "dev", "test")}
+    assert [len(speakers[s]) for s in ("train", "dev", "test")] == [2, 1, 1]
+    assert set().union(*speakers.values()) == set(VOICES)
+    assert len(list((tmp_path / "disk" / "data" / "mine" / "wav").rglob("*.wav"))) == len(VOICES) * len(SENTENCES)
+    for path in (data / "shards/train/index.json", data / "shards/dev/index.json", data / "mean_std.npz",
+                 run / "model" / "model.keras", data / "lm" / "words3.bin", run / "tune.json"):
+        assert path.is_file(), path
+    assert list((run / "export" / "ds2").iterdir()) == [run / "export" / "ds2" / "1"]
+    assert (run / "export" / "ds2" / "1" / "saved_model.pb").is_file()
+    test = {u.text for u in read_manifest(data / "test.clean.jsonl")}
+    assert test and test <= set(SENTENCES)
+    for kind in ("greedy", "lm"):
+        report = json.loads((run / f"test_{kind}.json").read_text())
+        refs, hyps = [u["reference"] for u in report["utterances"]], [u["hypothesis"] for u in report["utterances"]]
+        assert sorted(refs) == sorted(test)
+        assert report["totals"]["wer"] == pytest.approx(jiwer.wer(refs, hyps))
+        assert report["totals"]["cer"] == pytest.approx(jiwer.cer(refs, hyps))
+        assert list(report["groups"]["speaker"]) == sorted(speakers["test"])
+    assert json.loads((run / "test_lm.json").read_text())["decoder"]["lm_path"].endswith("words3.bin")
