@@ -17,6 +17,8 @@ commands:
   voxforge     import VoxForge: per-speaker etc/PROMPTS + wav/ or flac/ (--corpus_dir, --out)
   aishell      import AISHELL-1 (Mandarin): wav/<split>/<spk>/*.wav + transcript/ (--corpus_dir, --out)
   wsj          import WSJ0/WSJ1: NIST SPHERE .wv1 + .dot, Kaldi split names (--corpus_dir, --out)
+  wsj-lm       WSJ1's LM training text (13-32.1/.../lng_modl/lm_train/np_data), cleaned as the transcripts are, one
+               sentence a line (--corpus_dir, --out FILE)
   chime4       import CHiME-4: isolated_1ch_track wavs + annotations/*.json (--corpus_dir, --out)
   tedlium      import TED-LIUM (releases 1-3): .sph + .stm segments (--corpus_dir, --out)
   folder       import your own recordings: audio with a .txt/.lab transcript beside each, or a .tsv/.csv of
@@ -48,10 +50,10 @@ import sys
 from absl import flags
 
 COMMANDS = ("tiny", "heldout", "noise", "poetry", "english", "validate", "normalize", "librispeech", "voxforge",
-            "aishell", "wsj", "chime4", "tedlium", "folder")
+            "aishell", "wsj", "wsj-lm", "chime4", "tedlium", "folder")
 
 flags.DEFINE_string("out", None, "Output folder (tiny, heldout, noise, importers); the output manifest (normalize); "
-                    "the text file (poetry, english).")
+                    "the text file (poetry, english, wsj-lm).")
 flags.DEFINE_string("name", "heldout", "heldout: writes OUT/NAME.jsonl and OUT/NAME/wav/ (heldout_dev for dev's "
                     "sentences).")
 flags.DEFINE_string("corpus_dir", None, "Root of the corpus as distributed (importers).")
@@ -192,6 +194,15 @@ def _prepare(command: str, args: list[str]) -> int:
         print(f"wrote {r.out}: {r.sentences} sentences, {r.words} words from {len(r.sources)} sources "
               f"({sum(s.held_out for s in r.sources)} holding a held-out sentence left out, "
               f"{sum(s.duplicates for s in r.sources)} duplicates across sources); report {r.out}.json")
+        return 0
+    elif command == "wsj-lm":
+        from deepspeech2.prepare.wsj import prepare_wsj_lm_text
+
+        if not FLAGS.corpus_dir:
+            raise ValueError("`--corpus_dir` is required for `ds2-prepare wsj-lm`")
+        r = prepare_wsj_lm_text(FLAGS.corpus_dir, FLAGS.out)
+        print(f"wrote {FLAGS.out}: {r['sentences']} sentences, {r['words']} words from {r['files']} files "
+              f"({r['dropped']} lines left out, {len(r['unreadable'])} unreadable files); report {FLAGS.out}.json")
         return 0
     elif command == "noise":
         from deepspeech2.prepare.noise import prepare_noise
