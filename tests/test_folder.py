@@ -294,7 +294,7 @@ def test_readme_commands_run_as_written(tmp_path):
         assert path.is_file(), path
     assert list((run / "export" / "ds2").iterdir()) == [run / "export" / "ds2" / "1"]
     assert (run / "export" / "ds2" / "1" / "saved_model.pb").is_file()
-    test = {u.text for u in read_manifest(data / "test.clean.jsonl")}
+    test = {u.text for u in read_manifest(data / "test.jsonl")}
     assert test and test <= set(SENTENCES)
     for kind in ("greedy", "lm"):
         report = json.loads((run / f"test_{kind}.json").read_text())
