@@ -173,10 +173,27 @@ def test_one_table_layouts(tmp_path):
     from_table = prepare_folder(folder / "metadata.csv", tmp_path / "out2")
     assert list(from_folder) == ["train"] and from_folder == from_table
     assert [u.text for u in from_folder["train"]] == [f"sentence number {n}" for n in ("zero", "one", "two")]
+    fx = corpus_fixtures.make_common_voice(tmp_path / "cv")  # one split of a release
+    assert list(prepare_folder(fx.corpus_dir, tmp_path / "cv_out", splits=["test"])) == ["test"]
+    assert sorted(p.name for p in (tmp_path / "cv_out").glob("*.jsonl")) == ["test.jsonl"]
     (folder / "metadata.csv").rename(folder / "test.csv")
     assert list(prepare_folder(folder / "test.csv", tmp_path / "out3")) == ["test"]
+    with pytest.raises(ValueError, match=r"`splits` \['train'\] not found in the folder corpus; available: \['test'\]"):
+        prepare_folder(folder / "test.csv", tmp_path / "out3", splits=["train"])
     (folder / "other.csv").write_text("path,text\n")
     assert list(prepare_folder(folder, tmp_path / "out4")) == ["test"]  # test.csv names its split; other.csv is not read
+
+
+def test_output_inside_the_recordings_is_not_read_back(tmp_path):
+    # The converted copies in OUT/wav would otherwise come back as audio without transcripts on a second run.
+    corpus = tmp_path / "rec"
+    for i in range(2):
+        corpus_fixtures._write(corpus / "ann" / f"{i}.flac", 4000, 16000, i, "FLAC")
+        (corpus / "ann" / f"{i}.txt").write_text("hello")
+    first = prepare_folder(corpus, corpus / "manifests")
+    report = (corpus / "manifests/train.report.json").read_text()
+    assert prepare_folder(corpus, corpus / "manifests") == first and len(first["train"]) == 2
+    assert (corpus / "manifests/train.report.json").read_text() == report and json.loads(report)["skipped"] == []
 
 
 def test_what_is_not_a_corpus(tmp_path):

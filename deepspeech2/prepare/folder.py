@@ -34,12 +34,12 @@ import csv
 import hashlib
 import io
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from deepspeech2.data.manifest import Utterance
 from deepspeech2.prepare.importer import (Entry, Skip, build_split, find_root, no_layout, normalized,
-                                          read_text_lines)
+                                          read_text_lines, select_splits)
 from deepspeech2.text import normalize
 
 CORPUS = "folder"
@@ -146,16 +146,23 @@ def _utterance_id(file: Path, base: Path) -> str:
     return rel.with_suffix("").as_posix()
 
 
-def scan_folder(root: Path, language: str, speaker: str | None = None) -> tuple[list[Entry], list[Skip]]:
+def scan_folder(
+    root: Path,
+    language: str,
+    speaker: str | None = None,
+    exclude: Path | None = None,
+) -> tuple[list[Entry], list[Skip]]:
     """Entries for every audio file below `root` with a `.txt` (or `.lab`) transcript beside it.
 
     An audio file without one, and a transcript without audio in a folder that holds audio, are reported.
-    The speaker is `speaker`, or else the name of the folder holding the file.
+    The speaker is `speaker`, or else the name of the folder holding the file. The folder `exclude` (the
+    import's output, when it lies inside the recordings) is not read.
     """
     entries, skipped = [], []
+    exclude = exclude.resolve() if exclude is not None else None
     for dirpath, dirnames, names in os.walk(root, followlinks=True):
-        dirnames.sort()
         here = Path(dirpath)
+        dirnames[:] = sorted(d for d in dirnames if (here / d).resolve() != exclude)
         stems: dict[str, dict[str, str]] = {}  # stem -> {lower-case suffix: file name}
         for name in sorted(names):
             stem, suffix = os.path.splitext(name)
@@ -271,6 +278,7 @@ def prepare_folder(
     test_fraction: float = 0.0,
     seed: int = 0,
     num_workers: int = 2,
+    splits: Iterable[str] | None = None,
 ) -> dict[str, list[Utterance]]:
     """Import your own recordings: write `output_dir/<split>.jsonl` (+ `.report.json`).
 
@@ -284,6 +292,7 @@ def prepare_folder(
             of the utterances as dev and test, whole speakers at a time (`hold_out_speakers`).
         seed: which speakers are held out.
         num_workers: parallel audio checks and conversions.
+        splits: the splits to write (e.g. ["test"] of a Common Voice release); None: all of them.
 
     Returns:
         {split: utterances}: the splits the tables name, or "train" (and "dev", "test" when held out).
@@ -292,7 +301,7 @@ def prepare_folder(
         FileNotFoundError: `corpus_dir` is missing.
         ValueError: nothing in `corpus_dir` looks like recordings with transcripts; a table without a path or
             transcript column; hold-out fractions for input that names its splits, or that can't be met;
-            `language` other than "en" or "zh".
+            `language` other than "en" or "zh"; `splits` the input doesn't have.
     """
     if language not in ("en", "zh"):
         raise ValueError(f"`language` must be 'en' or 'zh', got {language!r}")
@@ -303,7 +312,7 @@ def prepare_folder(
                          "`dev_fraction` and `test_fraction` apply only to a folder or a table of another name")
     scanned: dict[str, tuple[list[Entry], list[Skip]]] = {}
     if not tables:
-        entries, skipped = scan_folder(root, language, speaker)
+        entries, skipped = scan_folder(root, language, speaker, exclude=Path(output_dir))
         others = sorted(p for p in root.iterdir() if p.is_file() and p.suffix.lower() in TABLE_SUFFIXES)
         if entries:
             scanned["train"] = (entries, skipped)
@@ -324,10 +333,11 @@ def prepare_folder(
         entries, skipped = scanned.pop("train")
         scanned = {split: (part, skipped if split == "train" else [])
                    for split, part in hold_out_speakers(entries, dev_fraction, test_fraction, seed).items()}
-    # Converted copies keep their path below the audio's common folder, so two `1.mp3` of different folders
-    # never share one copy.
+    # Converted copies keep their path below the common folder of all the audio (whichever splits are written),
+    # so two `1.mp3` of different folders never share one copy.
     folders = [str(e.audio.parent) for entries, _ in scanned.values() for e in entries]
     common = Path(os.path.commonpath(folders)) if folders else root
+    scanned = {split: scanned[split] for split in select_splits(list(scanned), splits, CORPUS)}
     return {split: build_split(CORPUS, split, entries, skipped, corpus_root=common, output_dir=Path(output_dir),
                                language=language, num_workers=num_workers)
             for split, (entries, skipped) in scanned.items()}
