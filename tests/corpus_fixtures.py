@@ -422,15 +422,16 @@ def make_tedlium(root: Path) -> Fixture:
 
 def make_folder(root: Path) -> Fixture:
     """Your own recordings: audio in several formats and rates with `<name>.txt` (or `.lab`) beside each, in
-    one folder per speaker, one of them a level deeper; none is 16 kHz WAV, so all are converted.
+    one folder per speaker, one of them a level deeper; none is at 16 kHz, so all are converted (a 16 kHz FLAC
+    might one day be read in place).
 
     Left out and reported: audio without a transcript, a transcript without audio, a corrupt file, a
     transcript the normalizer can't read confidently ("3-2") and an empty one.
     """
     base = root / "recordings"
     utts = {  # id: (audio file, sample rate, format, transcript file, raw, normalized, frames)
-        "alice/001": ("alice/001.flac", 16000, "FLAC", "alice/001.txt", "Hello world, it's 5 o'clock.",
-                      "hello world it's five o'clock", 8000),
+        "alice/001": ("alice/001.flac", 44100, "FLAC", "alice/001.txt", "Hello world, it's 5 o'clock.",
+                      "hello world it's five o'clock", 22050),
         "alice/002": ("alice/002.wav", 22050, "WAV", "alice/002.lab", "THE 2 BOYS WENT HOME", "the two boys went home",
                       11025),
         "bob/003": ("bob/003.ogg", 48000, "OGG", "bob/003.txt", "Good morning\nto you", "good morning to you", 24000),
