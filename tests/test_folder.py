@@ -187,10 +187,11 @@ def test_one_table_layouts(tmp_path):
 def test_output_inside_the_recordings_is_not_read_back(tmp_path):
     # The converted copies in OUT/wav would otherwise come back as audio without transcripts on a second run.
     corpus = tmp_path / "rec"
-    for i in range(2):
-        corpus_fixtures._write(corpus / "ann" / f"{i}.flac", 4000, 16000, i, "FLAC")
+    for i in range(2):  # 22.05 kHz: converted
+        corpus_fixtures._write(corpus / "ann" / f"{i}.wav", 5513, 22050, i, "WAV")
         (corpus / "ann" / f"{i}.txt").write_text("hello")
     first = prepare_folder(corpus, corpus / "manifests")
+    assert len(list((corpus / "manifests/wav").rglob("*.wav"))) == 2
     report = (corpus / "manifests/train.report.json").read_text()
     assert prepare_folder(corpus, corpus / "manifests") == first and len(first["train"]) == 2
     assert (corpus / "manifests/train.report.json").read_text() == report and json.loads(report)["skipped"] == []
