@@ -17,8 +17,13 @@ commands:
   voxforge     import VoxForge: per-speaker etc/PROMPTS + wav/ or flac/ (--corpus_dir, --out)
   aishell      import AISHELL-1 (Mandarin): wav/<split>/<spk>/*.wav + transcript/ (--corpus_dir, --out)
   wsj          import WSJ0/WSJ1: NIST SPHERE .wv1 + .dot, Kaldi split names (--corpus_dir, --out)
+  wsj-lm       WSJ1's LM training text (13-32.1/.../lng_modl/lm_train/np_data), cleaned as the transcripts are, one
+               sentence a line (--corpus_dir, --out FILE)
   chime4       import CHiME-4: isolated_1ch_track wavs + annotations/*.json (--corpus_dir, --out)
   tedlium      import TED-LIUM (releases 1-3): .sph + .stm segments (--corpus_dir, --out)
+  folder       import your own recordings: audio with a .txt/.lab transcript beside each, or a .tsv/.csv of
+               path and text (Common Voice, DeepSpeech); --dev_fraction/--test_fraction hold speakers out
+               (--corpus_dir, --out; --language, --speaker, --seed)
 
 examples:
     ds2-prepare tiny --out data/tiny [--hours 1] [--seed 0] [--language en|zh]
@@ -29,6 +34,8 @@ examples:
     ds2-prepare validate MANIFEST [--vocab vocab.txt] [--model ds2-small] [--write_clean clean.jsonl]
     ds2-prepare normalize MANIFEST --language en --out normalized.jsonl
     ds2-prepare librispeech --corpus_dir LibriSpeech --out data/librispeech
+    ds2-prepare folder --corpus_dir ~/recordings --out data/mine --dev_fraction 0.1 --test_fraction 0.1
+    ds2-prepare folder --corpus_dir cv-corpus-17.0-2024-03-15/en --out data/cv-en     # Common Voice's TSVs
 
 `validate` prints one line per problem and exits 1 if there are any; with --write_clean it writes the
 good lines to that file (and the dropped ones with their reasons next to it) and exits 0, or 1 when no
@@ -37,15 +44,16 @@ problem, unless --strict. Importers write OUT/<split>.jsonl and OUT/<split>.repo
 and why).
 """
 
+import functools
 import sys
 
 from absl import flags
 
 COMMANDS = ("tiny", "heldout", "noise", "poetry", "english", "validate", "normalize", "librispeech", "voxforge",
-            "aishell", "wsj", "chime4", "tedlium")
+            "aishell", "wsj", "wsj-lm", "chime4", "tedlium", "folder")
 
 flags.DEFINE_string("out", None, "Output folder (tiny, heldout, noise, importers); the output manifest (normalize); "
-                    "the text file (poetry, english).")
+                    "the text file (poetry, english, wsj-lm).")
 flags.DEFINE_string("name", "heldout", "heldout: writes OUT/NAME.jsonl and OUT/NAME/wav/ (heldout_dev for dev's "
                     "sentences).")
 flags.DEFINE_string("corpus_dir", None, "Root of the corpus as distributed (importers).")
@@ -79,8 +87,14 @@ flags.DEFINE_float("train_text_share", 0.0, "tiny: this fraction of the training
                    "(dev and test stay fortunes).")
 flags.DEFINE_integer("common_chars", 0, "tiny --language zh: only sentences made of fortunes-zh's N most "
                      "frequent characters (0: all).")
-flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus).")
-flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny, normalize: language.")
+flags.DEFINE_integer("seed", 0, "tiny/noise: random seed (same seed, same corpus); folder: which speakers are "
+                     "held out.")
+flags.DEFINE_enum("language", "en", ["en", "zh"], "tiny, normalize, folder: language.")
+flags.DEFINE_string("speaker", None, "folder: every utterance's speaker (default: the folder holding each audio file, "
+                    "or the table's client_id/speaker column).")
+flags.DEFINE_float("dev_fraction", 0.0, "folder, for input that doesn't name its splits: hold out at least this share "
+                   "of the utterances as dev, whole speakers at a time.")
+flags.DEFINE_float("test_fraction", 0.0, "folder: as --dev_fraction, for test.")
 flags.DEFINE_string("speech_manifest", None, "noise: speech used to make babble.")
 flags.DEFINE_list("held_out", [], "poetry, english: manifests (dev, test) whose sentences must not reach the LM "
                   "text. poetry: a poem holding one, or sharing a 7-character run with one, is left out whole; "
@@ -181,6 +195,15 @@ def _prepare(command: str, args: list[str]) -> int:
               f"({sum(s.held_out for s in r.sources)} holding a held-out sentence left out, "
               f"{sum(s.duplicates for s in r.sources)} duplicates across sources); report {r.out}.json")
         return 0
+    elif command == "wsj-lm":
+        from deepspeech2.prepare.wsj import prepare_wsj_lm_text
+
+        if not FLAGS.corpus_dir:
+            raise ValueError("`--corpus_dir` is required for `ds2-prepare wsj-lm`")
+        r = prepare_wsj_lm_text(FLAGS.corpus_dir, FLAGS.out)
+        print(f"wrote {FLAGS.out}: {r['sentences']} sentences, {r['words']} words from {r['files']} files "
+              f"({r['dropped']} lines left out, {len(r['unreadable'])} unreadable files); report {FLAGS.out}.json")
+        return 0
     elif command == "noise":
         from deepspeech2.prepare.noise import prepare_noise
 
@@ -200,6 +223,12 @@ def _prepare(command: str, args: list[str]) -> int:
             from deepspeech2.prepare.wsj import prepare_wsj as prepare
         elif command == "chime4":
             from deepspeech2.prepare.chime4 import prepare_chime4 as prepare
+        elif command == "folder":
+            from deepspeech2.prepare.folder import prepare_folder
+
+            prepare = functools.partial(prepare_folder, language=FLAGS.language, speaker=FLAGS.speaker,
+                                        dev_fraction=FLAGS.dev_fraction, test_fraction=FLAGS.test_fraction,
+                                        seed=FLAGS.seed)
         else:
             from deepspeech2.prepare.tedlium import prepare_tedlium as prepare
         manifests = prepare(FLAGS.corpus_dir, FLAGS.out, num_workers=FLAGS.num_workers)

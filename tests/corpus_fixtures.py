@@ -173,13 +173,53 @@ def make_aishell(root: Path) -> Fixture:
 _NDX_HEADER = [";; File: {name}, updated 04/26/94", ";;", ";; Index for the fixture", ";;"]
 
 
-def make_wsj(root: Path) -> Fixture:
+# WSJ1's LM training text (13-32.1/wsj1/doc/lng_modl/lm_train/np_data/<year>/*.z): `<...>` markup lines around
+# sentences. {file below np_data: [(line, what prepare_wsj_lm_text writes for it, None: dropped)]}
+WSJ_LM_TEXT = {
+    "87/w7_001.z": [("<art.870102-0001>", None), ("<s>", None), ("the dow jones average rose three points", "the dow "
+                    "jones average rose three points"), ("</s>", None), ("<s>", None),
+                    ("Mr. Smith said prices fell", "mister smith said prices fell"), ("</s>", None)],
+    "88/w8_001.z": [("<art.880301-0002>", None), ("bond prices were mixed in light trading", "bond prices were mixed "
+                    "in light trading"), ("the score was 3-2", None)],
+    "89/w9_001.z": [("<art.890515-0003>", None), ("analysts said the index would fall", "analysts said the index would "
+                    "fall")],
+}
+
+
+def unix_compress(data: bytes) -> bytes:
+    """`data` as the `compress` command writes it (.Z: LZW, little-endian bit packing, block mode), for inputs
+    short enough that every code fits in 9 bits, the width gzip starts with (so no width change to get wrong)."""
+    table = {bytes([i]): i for i in range(256)}
+    codes, word = [], b""
+    for byte in data:
+        longer = word + bytes([byte])
+        if longer in table:
+            word = longer
+            continue
+        codes.append(table[word])
+        table[longer] = len(table) + 1  # code 256 is block mode's CLEAR
+        word = bytes([byte])
+    codes += [table[word]] if word else []
+    assert len(codes) < 256, f"{len(data)} bytes need codes wider than 9 bits: keep the text shorter"
+    out, bits, count = bytearray(b"\x1f\x9d\x90"), 0, 0  # magic, then block mode | 16 bits at most
+    for code in codes:
+        bits |= code << count
+        count += 9
+        while count >= 8:
+            out.append(bits & 0xFF)
+            bits, count = bits >> 8, count - 8
+    return bytes(out + (bytes([bits]) if count else b""))
+
+
+def make_wsj(root: Path, min_seconds: float = 0.0) -> Fixture:
     """WSJ0 + WSJ1 disc folders: uncompressed NIST SPHERE .wv1, .dot transcripts, and the .ndx index files.
 
     The splits come from the index files, not the folders: `si_dt_05` holds an utterance (4k0c0402) that is
     not in `h2_p0.ndx`, so it is in no split; speaker 401 is in `tr_s_wv1.ndx` but left out of SI-84/SI-284
     (Kaldi's wsj_data_prep.sh). Disc 13-16.1 is upper-cased, as some copies are. Speaker 012's .dot sits in the
-    transcrp/dots tree of another disc, as on the real WSJ0 discs.
+    transcrp/dots tree of another disc, as on the real WSJ0 discs. Disc 13-32.1 holds the LM training text
+    (`WSJ_LM_TEXT`), `compress`ed. Clips are at least `min_seconds` long (a recipe's model needs audio long enough
+    for the text's CTC labels).
     """
     utts = {  # id: (audio file, raw .dot text, normalized, frames)
         "011c0201": ("11-1.1/wsj0/si_tr_s/011/011c0201.wv1",
@@ -193,8 +233,8 @@ def make_wsj(root: Path) -> Fixture:
         "012c0202": ("11-2.1/wsj0/si_tr_s/012/012c0202.wv1", "(LEFT-PAREN Analysts --DASH said )RIGHT-PAREN so",
                      "left paren analysts dash said right paren so", 6400),
         "401c0201": ("11-2.1/wsj0/si_tr_s/401/401c0201.wv1", "Speaker four oh one", "speaker four oh one", 4800),
-        "46ac0201": ("13-1.1/wsj1/si_tr_s/46a/46ac0201.wv1", "Bonds were mixed [/phone_ring] in light trading",
-                     "bonds were mixed in light trading", 9600),
+        "46ac0201": ("13-1.1/wsj1/si_tr_s/46a/46ac0201.wv1", "Bonds were mixed [/phone_ring] in June trading",
+                     "bonds were mixed in june trading", 9600),
         "440c0201": ("11-14.1/wsj0/si_et_20/440/440c0201.wv1", "Stocks closed higher [phone_ring/]",
                      "stocks closed higher", 8000),
         "4k0c0301": ("13-16.1/WSJ1/SI_DT_20/4K0/4K0C0301.WV1",
@@ -213,6 +253,7 @@ def make_wsj(root: Path) -> Fixture:
     lines: dict[Path, list[str]] = {}
     sources, by_id = {}, {}
     for seed, (utt, (path, raw, norm, frames)) in enumerate(utts.items()):
+        frames = max(frames, round(min_seconds * 16000))
         sources[utt] = _write(root / path, frames, 16000, seed, "NIST")
         dot = dots.get(utt[:3]) or dots[utt[:3] + utt[5]]
         upper = dot.name.isupper()
@@ -235,6 +276,10 @@ def make_wsj(root: Path) -> Fixture:
     ndx("11-13.1/wsj0/doc/indices/test/nvp/si_et_20.ndx", ["11_14_1:wsj0/si_et_20/440/440c0201"])
     ndx("13-34.1/wsj1/doc/indices/h1_p0.ndx", ["13_16_1:wsj1/si_dt_20/4k0/4k0c0301.wv1"])
     ndx("13-34.1/wsj1/doc/indices/h2_p0.ndx", ["13_16_1:wsj1/si_dt_05/4k0/4k0c0401.wv1"])
+    for name, lines in WSJ_LM_TEXT.items():
+        path = root / "13-32.1/wsj1/doc/lng_modl/lm_train/np_data" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(unix_compress("".join(line + "\n" for line, _ in lines).encode("ascii")))
 
     si84 = {u: by_id[u] for u in ("011c0201", "011c0202", "012c0201", "012c0202")}
     expected = {"train_si84": si84, "train_si284": {**si84, "46ac0201": by_id["46ac0201"]},
@@ -245,7 +290,7 @@ def make_wsj(root: Path) -> Fixture:
                    excluded={"train_si84": 1, "train_si284": 1})
 
 
-def make_chime4(root: Path, wsj0: bool = True) -> Fixture:
+def make_chime4(root: Path, wsj0: bool = True, min_seconds: float = 0.0) -> Fixture:
     """CHiME-4 as its archive unpacks, `CHiME3/data/...`:
 
         audio/16kHz/isolated_1ch_track/{dt05,et05}_<env>_{real,simu}/<SPK>_<WSJ>_<ENV>.wav   (one file each)
@@ -255,7 +300,9 @@ def make_chime4(root: Path, wsj0: bool = True) -> Fixture:
 
     Real sets carry their transcript in the annotation's `dot`; et05_simu's annotation has none (its text
     is in `transcriptions/et05_simu.dot_all`) and no 1ch_track list (that came in a later CHiME-4 update);
-    tr05_simu is WSJ0 audio with noise added, its text is in the WSJ0 .dot files (`wsj0_dir`).
+    tr05_simu is WSJ0 audio with noise added, its text is in the WSJ0 .dot files (`wsj0_dir`). dt05_simu's
+    text is in its `.dot_all` too. The et05 sets have a speaker in each of the four environments. Clips are at
+    least `min_seconds` long (for a recipe's model: audio long enough for the text's CTC labels).
     """
     data = root / "CHiME3" / "data"
     one = data / "audio/16kHz/isolated_1ch_track"
@@ -268,15 +315,26 @@ def make_chime4(root: Path, wsj0: bool = True) -> Fixture:
         ("dt05_real", "M03", "050C0103", "PED", "CH1"): ("<The> market closed", "the market closed", 8800),
         ("dt05_real", "M03", "050C0104", "STR", "CH5"): ("Mr\\. Volcker was heavy", "mister volcker was heavy",
                                                         6400),
+        ("dt05_simu", "M03", "050C0103", "PED", "CH5"): (None, "the market closed", 8800),
+        ("et05_real", "F05", "440C0202", "BUS", "CH5"): ("Stocks rose ,COMMA then fell", "stocks rose comma then fell",
+                                                        8000),
+        ("et05_real", "F05", "440C0203", "CAF", "CH3"): ("The <Fed> held rates", "the fed held rates", 7200),
+        ("et05_real", "M05", "440C0204", "PED", "CH5"): ("Oil prices climbed", "oil prices climbed", 6400),
+        ("et05_real", "M05", "440C0205", "STR", "CH2"): ("Trading was light [door_slam]", "trading was light", 7200),
         ("et05_simu", "F05", "440C0201", "BUS", None): (None, "shares fell sharply", 9600),
+        ("et05_simu", "F05", "440C0203", "CAF", None): (None, "the fed held rates", 7200),
+        ("et05_simu", "M05", "440C0204", "PED", None): (None, "oil prices climbed", 6400),
+        ("et05_simu", "M05", "440C0205", "STR", None): (None, "trading was light", 7200),
         ("tr05_real", "F01", "22GC010A", "STR", "CH5"): ("Bond prices rose", "bond prices rose", 5600),
         ("tr05_simu", "011", "011C0201", "CAF", "CH5"): (None, "the index rose", 4800),
     }
     annotations: dict[str, list[dict]] = {}
     lists: dict[str, list[str]] = {}
+    dot_all: dict[str, list[str]] = {}
     expected: dict[str, dict[str, Expected]] = {}
     sources = {}
     for seed, ((split, spk, wsj, env, ch), (dot, norm, frames)) in enumerate(utts.items()):
+        frames = max(frames, round(min_seconds * 16000))
         set_, kind = split.split("_")
         name = f"{spk}_{wsj}_{env}"
         folder = f"{set_}_{env.lower()}_{kind}"
@@ -292,10 +350,13 @@ def make_chime4(root: Path, wsj0: bool = True) -> Fixture:
         item = {"speaker": spk, "wsj_name": wsj, "environment": env, "start": 0.5, "end": 0.5 + frames / 16000}
         if dot is not None:
             item |= {"dot": dot, "prompt": dot}
+        elif split != "tr05_simu":
+            dot_all.setdefault(split, []).append(f"{norm.capitalize()} ({name})")
         annotations.setdefault(split, []).append(item)
         extra = {"environment": env.lower(), **({"channel": ch} if ch else {})}
         expected.setdefault(split, {})[f"{name}_{kind.upper()}"] = Expected(norm, frames / 16000, spk, extra=extra)
-    _text(data / "transcriptions/et05_simu.dot_all", ["Shares fell sharply (F05_440C0201_BUS)"])
+    for split, lines in dot_all.items():
+        _text(data / f"transcriptions/{split}.dot_all", lines)
     wsj0_dir = root / "WSJ0"
     _text(wsj0_dir / "11-1.1/wsj0/si_tr_s/011/011c0200.dot", ["The index rose (011c0201)"])
 
@@ -357,3 +418,124 @@ def make_tedlium(root: Path) -> Fixture:
     return Fixture(root, expected, {"dev": {"Corrupt_2011.sph": CORRUPT, "Missing_2012.sph": MISSING},
                                     "train": {"JaneDoe_2012-0000050-0000090": "<unk>"}}, True, sources,
                    excluded={"dev": 3, "train": 1})
+
+
+def make_folder(root: Path) -> Fixture:
+    """Your own recordings: audio in several formats and rates with `<name>.txt` (or `.lab`) beside each, in
+    one folder per speaker, one of them a level deeper; none is at 16 kHz, so all are converted (a 16 kHz FLAC
+    might one day be read in place).
+
+    Left out and reported: audio without a transcript, a transcript without audio, a corrupt file, a
+    transcript the normalizer can't read confidently ("3-2") and an empty one.
+    """
+    base = root / "recordings"
+    utts = {  # id: (audio file, sample rate, format, transcript file, raw, normalized, frames)
+        "alice/001": ("alice/001.flac", 44100, "FLAC", "alice/001.txt", "Hello world, it's 5 o'clock.",
+                      "hello world it's five o'clock", 22050),
+        "alice/002": ("alice/002.wav", 22050, "WAV", "alice/002.lab", "THE 2 BOYS WENT HOME", "the two boys went home",
+                      11025),
+        "bob/003": ("bob/003.ogg", 48000, "OGG", "bob/003.txt", "Good morning\nto you", "good morning to you", 24000),
+        "bob/takes/004": ("bob/takes/004.wav", 8000, "WAV", "bob/takes/004.txt", "Café au lait", "cafe au lait", 4000),
+    }
+    expected, sources = {}, {}
+    for seed, (utt, (audio, sr, fmt, transcript, raw, norm, frames)) in enumerate(utts.items()):
+        path = base / audio
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(path), tone(frames, sr, seed), sr, format=fmt, subtype="VORBIS" if fmt == "OGG" else "PCM_16")
+        sources[utt] = path
+        _text(base / transcript, raw.split("\n"))
+        expected[utt] = Expected(norm, frames / sr, Path(audio).parent.name)
+    _write(base / "alice/003.wav", 4000, 16000, 7, "WAV")  # no transcript beside it
+    _text(base / "bob/005.txt", ["a transcript whose audio was never copied"])
+    _garbage(base / "bob/006.flac")
+    _text(base / "bob/006.txt", ["a corrupt recording"])
+    _write(base / "alice/007.wav", 4000, 16000, 8, "WAV")
+    _text(base / "alice/007.txt", ["the score was 3-2"])
+    _write(base / "alice/008.wav", 4000, 16000, 9, "WAV")
+    _text(base / "alice/008.txt", [""])
+    skipped = {"alice/003": "no transcript beside", "bob/005.txt": "no audio file beside it", "bob/006": CORRUPT,
+               "alice/007": "can't be normalized confidently", "alice/008": "transcript is empty"}
+    return Fixture(base, {"train": expected}, {"train": skipped}, True, sources)
+
+
+def make_deepspeech(root: Path) -> Fixture:
+    """Mozilla DeepSpeech's CSVs, `wav_filename,wav_filesize,transcript`, one per split, the 16 kHz WAVs (used in
+    place) listed relative to the CSV's folder or by absolute path. No speakers.
+
+    Reported: a row with a field too many and one without a path (by `file:line`), a corrupt WAV and one
+    that is missing (by id).
+    """
+    rows = {  # split: [(wav path as listed, transcript, normalized, frames)]
+        "train": [("clips/a1.wav", "she had your dark suit", "she had your dark suit", 8000),
+                  ("clips/a2.wav", "in greasy wash water all year", "in greasy wash water all year", 7200),
+                  (str(root / "clips/a3.wav"), "don't ask me to carry an oily rag", "don't ask me to carry an oily rag",
+                   8800)],
+        "dev": [("clips/b1.wav", '"well, yes," she said', "well yes she said", 6400)],
+        "test": [("clips/c1.wav", "it's 9 a.m.", "it's nine a m", 5600)],
+    }
+    expected: dict[str, dict[str, Expected]] = {}
+    sources = {}
+    lines: dict[str, list[str]] = {}
+    for seed, (split, (listed, raw, norm, frames)) in enumerate((s, row) for s, rs in rows.items() for row in rs):
+        path = _write(root / "clips" / Path(listed).name, frames, 16000, seed, "WAV")
+        utt = f"clips/{path.stem}"
+        sources[utt] = path
+        quoted = f'"{raw.replace(chr(34), chr(34) * 2)}"' if "," in raw or '"' in raw else raw
+        lines.setdefault(split, ["wav_filename,wav_filesize,transcript"]).append(
+            f"{listed},{path.stat().st_size},{quoted}")
+        expected.setdefault(split, {})[utt] = Expected(norm, frames / 16000, None)
+    _garbage(root / "clips/a4.wav")
+    lines["train"] += ["clips/a4.wav,1024,a corrupt file", "clips/gone.wav,2048,never copied",
+                       "clips/a5.wav,2048,one field,too many"]  # line 7
+    lines["test"] += [",1024,no path"]  # line 3
+    for split, text in lines.items():
+        _text(root / f"{split}.csv", text)
+    return Fixture(root, expected, {"train": {"clips/a4": CORRUPT, "clips/gone": MISSING,
+                                              "train.csv:7": "4 fields where the header has 3"},
+                                    "test": {"test.csv:3": "no audio path"}}, False, sources)
+
+
+CV_COLUMNS = ["client_id", "path", "sentence_id", "sentence", "sentence_domain", "up_votes", "down_votes", "age",
+              "gender", "accents", "variant", "locale", "segment"]
+
+
+def make_common_voice(root: Path) -> Fixture:
+    """A Common Voice release as it unpacks, `cv-corpus-<version>/en/{train,dev,test,validated}.tsv` with the
+    clips as 48 kHz MP3 in `clips/` (all converted). The speaker is `client_id`; `age`, `gender` and `accents`
+    are kept on the manifest line. Sentences are unquoted TSV fields (one opens with a quote mark).
+
+    Reported: a clip the TSV lists that is missing (by id), a row with a stray tab (by `file:line`).
+    """
+    base = root / "cv-corpus-17.0-2024-03-15" / "en"
+    clients = {"a" * 64: ("twenties", "male_masculine", "United States English"), "b" * 64: ("", "", ""),
+               "c" * 64: ("fifties", "female_feminine", "England English")}
+    clips = {  # split: [(client, clip, sentence, normalized, frames at 48 kHz)]
+        "train": [("a" * 64, "common_voice_en_1001.mp3", "The 3 little pigs.", "the three little pigs", 28800),
+                  ("a" * 64, "common_voice_en_1002.mp3", '"Hi," she said.', "hi she said", 24000),
+                  ("b" * 64, "common_voice_en_1003.mp3", "Where is the station?", "where is the station", 33600)],
+        "dev": [("c" * 64, "common_voice_en_2001.mp3", "Nice to meet you.", "nice to meet you", 26400)],
+        "test": [("c" * 64, "common_voice_en_3001.mp3", "It rained all day.", "it rained all day", 31200)],
+    }
+    expected: dict[str, dict[str, Expected]] = {}
+    sources = {}
+    tables: dict[str, list[str]] = {}
+    for seed, (split, (client, clip, sentence, norm, frames)) in enumerate(
+            (s, item) for s, items in clips.items() for item in items):
+        path = base / "clips" / clip
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sf.write(str(path), tone(frames, 48000, seed), 48000, format="MP3")
+        sources[clip[:-4]] = path
+        age, gender, accents = clients[client]
+        row = [client, clip, f"{seed:064x}", sentence, "", "2", "0", age, gender, accents, "", "en", ""]
+        tables.setdefault(split, ["\t".join(CV_COLUMNS)]).append("\t".join(row))
+        extra = {k: v for k, v in (("age", age), ("gender", gender), ("accents", accents)) if v}
+        expected.setdefault(split, {})[clip[:-4]] = Expected(norm, frames / 48000, client, extra=extra)
+    tables["train"] += ["\t".join(["b" * 64, "common_voice_en_1004.mp3", "9" * 64, "Never recorded.", "", "2", "0", "",
+                                   "", "", "", "en", ""]),
+                        "\t".join(["b" * 64, "common_voice_en_1005.mp3", "8" * 64, "A stray\ttab", "", "2", "0", "", "",
+                                   "", "", "en", ""])]  # line 6
+    tables["validated"] = tables["train"][:1] + [r for s in ("train", "dev", "test") for r in tables[s][1:4]]
+    for split, lines in tables.items():
+        _text(base / f"{split}.tsv", lines)
+    return Fixture(base, expected, {"train": {"common_voice_en_1004": MISSING,
+                                              "train.tsv:6": "14 fields where the header has 13"}}, True, sources)

@@ -13,7 +13,7 @@ import soundfile as sf
 
 from deepspeech2.audio import load_audio
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.prepare import aishell, chime4, importer, librispeech, tedlium, voxforge, wsj
+from deepspeech2.prepare import aishell, chime4, folder, importer, librispeech, tedlium, voxforge, wsj
 
 import corpus_fixtures
 
@@ -24,6 +24,10 @@ CASES = {
     "wsj": (corpus_fixtures.make_wsj, wsj.prepare_wsj, "en"),
     "chime4": (corpus_fixtures.make_chime4, chime4.prepare_chime4, "en"),
     "tedlium": (corpus_fixtures.make_tedlium, tedlium.prepare_tedlium, "en"),
+    # Your own data (`ds2-prepare folder`), in its three shapes; the report's corpus is "folder" for each.
+    "folder": (corpus_fixtures.make_folder, folder.prepare_folder, "en"),
+    "folder-deepspeech": (corpus_fixtures.make_deepspeech, folder.prepare_folder, "en"),
+    "folder-commonvoice": (corpus_fixtures.make_common_voice, folder.prepare_folder, "en"),
 }
 
 
@@ -63,7 +67,7 @@ def test_import_then_reimport(tmp_path, name):
                 assert Path(u.audio_filepath) == fx.sources[u.extra["id"]].resolve()
 
         report = json.loads((out / f"{split}.report.json").read_text())
-        assert (report["corpus"], report["split"], report["kept"]) == (name, split, len(utts))
+        assert (report["corpus"], report["split"], report["kept"]) == (name.split("-")[0], split, len(utts))
         assert report["hours"] == pytest.approx(sum(u.duration for u in utts) / 3600, abs=1e-4)
         for bad, why in fx.skipped.get(split, {}).items():
             assert any(bad in (s.get("id") or s.get("path")) and why in s["reason"] for s in report["skipped"]), \
@@ -252,7 +256,8 @@ def test_chime4_tr05_simu_text_comes_from_wsj0(tmp_path):
     data = tmp_path / "c/CHiME3/data"
     # Without WSJ0, tr05_simu's utterances have no transcript: skipped, with the fix in the reason.
     out = chime4.prepare_chime4(data, tmp_path / "out", splits=["tr05_simu", "et05_simu"])
-    assert out["tr05_simu"] == [] and [u.text for u in out["et05_simu"]] == ["shares fell sharply"]
+    assert out["tr05_simu"] == [] and [u.text for u in out["et05_simu"]] == [
+        "shares fell sharply", "the fed held rates", "oil prices climbed", "trading was light"]  # from .dot_all
     (skip,) = json.loads((tmp_path / "out/tr05_simu.report.json").read_text())["skipped"]
     assert skip["id"] == "011_011C0201_CAF_SIMU" and "wsj0_dir" in skip["reason"]
     # Kaldi's default place for it, data/WSJ0, is used when it exists; an explicit `wsj0_dir` must exist.
@@ -316,3 +321,29 @@ def test_transcripts_that_cant_be_normalized_are_dropped_with_the_reason():
     assert normalized(normalize_aishell, "ａ股 市场") == ("A股市场", "")
     text, problem = normalized(normalize_aishell, "98年 的 GDP")  # 1998, or 98 years?
     assert text == "" and "98" in problem
+
+
+def test_wsj_lm_text(tmp_path):
+    """WSJ1's compressed LM training text: markup lines dropped, sentences cleaned as the transcripts are, a line the
+    normalizer can't read left out and counted, a file gzip can't read reported; a second run rewrites nothing."""
+    fx = corpus_fixtures.make_wsj(tmp_path / "wsj")
+    out = tmp_path / "lm" / "lm_text.txt"
+    report = wsj.prepare_wsj_lm_text(fx.corpus_dir, out)
+    want = [text for lines in corpus_fixtures.WSJ_LM_TEXT.values() for _, text in lines if text]
+    assert out.read_text().splitlines() == want
+    assert (report["files"], report["sentences"], report["words"], report["dropped"], report["unreadable"]) == \
+        (3, len(want), sum(len(t.split()) for t in want), 1, [])
+    assert json.loads((tmp_path / "lm" / "lm_text.txt.json").read_text()) == report
+    before = _mtimes(tmp_path / "lm")
+    assert wsj.prepare_wsj_lm_text(fx.corpus_dir, out) == report
+    assert _mtimes(tmp_path / "lm") == before
+
+    bad = tmp_path / "wsj/13-32.1/wsj1/doc/lng_modl/lm_train/np_data/89/w9_002.z"
+    bad.write_bytes(corpus_fixtures.GARBAGE)
+    report = wsj.prepare_wsj_lm_text(fx.corpus_dir, out)
+    assert out.read_text().splitlines() == want and report["files"] == 4
+    (unreadable,) = report["unreadable"]
+    assert unreadable["path"] == str(bad) and "could not be decompressed: gzip: " in unreadable["reason"]
+
+    with pytest.raises(ValueError, match=r"no WSJ LM training text below `corpus_dir`.*13-32.1's wsj1/doc/lng_modl"):
+        wsj.prepare_wsj_lm_text(tmp_path / "wsj/11-1.1", tmp_path / "x.txt")

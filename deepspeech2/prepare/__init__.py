@@ -7,6 +7,7 @@ an output folder or file it is given, returns them, and is safe to run again (fi
 Importers of corpora as distributed (`prepare_<corpus>(corpus_dir, output_dir, *, num_workers=2, splits=None)`;
 `output_dir/<split>.jsonl` and `output_dir/<split>.report.json`, what was skipped and why):
     librispeech.py voxforge.py aishell.py wsj.py chime4.py tedlium.py
+    folder.py          your own recordings: audio with transcripts beside, or a table (Common Voice, DeepSpeech)
     importer.py        what they share: finding the layout, converting audio once, normalizing, reporting
 
 Corpus makers (a frozen config dataclass holding the output place):

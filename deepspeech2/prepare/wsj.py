@@ -29,6 +29,11 @@ case-insensitively, so the disc id is not needed (and Kaldi's fix of the Nov'93 
 13_32_1 for 13_33_1, is moot). Speaker 401 is listed in tr_s_wv1.ndx but Kaldi leaves it out of both
 training sets; its utterances are counted under `excluded` in the report.
 
+WSJ1's disc 13-32.1 also holds the LM training text of Kaldi's and ESPnet's recipes,
+`wsj1/doc/lng_modl/lm_train/np_data/{87,88,89}/*.z` (Wall Street Journal text of 1987-89, non-verbalized
+punctuation, `compress`ed, `<...>` markup lines): `prepare_wsj_lm_text` cleans it as the transcripts are
+(`normalize_wsj`), one sentence a line, for `ds2-build-lm`.
+
 Only the Sennheiser channel (.wv1) is used. Most disc copies store shorten-compressed SPHERE, which
 libsndfile can't read: those are decoded with `sph2pipe` when it is on PATH, else skipped and reported
 with the fix. Transcripts are cleaned of the WSJ markup (`normalize_wsj`) then English-normalized.
@@ -36,16 +41,20 @@ with the fix. Transcripts are cleaned of the WSJ markup (`normalize_wsj`) then E
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
-from collections.abc import Iterable
+import subprocess
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from deepspeech2.data.manifest import Utterance
+from deepspeech2.fileio import atomic_write, write_json
 from deepspeech2.prepare.importer import (Entry, Skip, build_split, find_root, no_layout, normalized,
                                           read_text_lines, select_splits)
+from deepspeech2.progress import progress_bar
 from deepspeech2.text import normalize_english
 
 log = logging.getLogger(__name__)
@@ -297,3 +306,94 @@ def prepare_wsj(
                                  language="en", num_workers=num_workers,
                                  excluded={EXCLUDED_REASON: ix.excluded})
     return out
+
+
+# ------------------------------------------------------------------------------------------ LM text
+
+LM_TEXT = "wsj1/doc/lng_modl/lm_train/np_data"  # below disc 13-32.1; folders 87, 88, 89 of .z files
+_COMPRESSED = (".z", ".gz")  # `compress` (LZW) or gzip: `gzip -d` reads both
+
+
+def lm_text_files(corpus_dir: str | os.PathLike) -> list[Path]:
+    """The LM training text files below `corpus_dir` (`.../wsj1/doc/lng_modl/lm_train/np_data/**`, any case),
+    sorted; [] when the corpus copy has none."""
+    root = find_root(corpus_dir, [], LAYOUT)
+    found = []
+    for dirpath, dirnames, names in os.walk(root, followlinks=True):
+        dirnames.sort()
+        if f"/{LM_TEXT}/" in "/" + "/".join(p.lower() for p in Path(dirpath).relative_to(root).parts) + "/":
+            found += [Path(dirpath) / n for n in sorted(names)
+                      if Path(n).suffix.lower() in _COMPRESSED or not Path(n).suffix]  # compressed, or unpacked
+    return found
+
+
+def _lines(path: Path) -> Iterator[str]:
+    """The lines of one LM text file, decompressed by `gzip -dc` (Python reads gzip but not `compress`'s LZW).
+
+    Raises:
+        ValueError: gzip could not decompress it.
+    """
+    if Path(path).suffix.lower() not in _COMPRESSED:
+        yield from read_text_lines(path)
+        return
+    proc = subprocess.Popen(["gzip", "-dc", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    yield from (line.decode("latin-1").rstrip("\r\n") for line in proc.stdout)
+    stderr = proc.stderr.read().decode("utf-8", "replace").strip()
+    if proc.wait() != 0:
+        raise ValueError(f"`{path}` could not be decompressed: {stderr or f'gzip exited {proc.returncode}'}")
+
+
+def prepare_wsj_lm_text(corpus_dir: str | os.PathLike, out: str | os.PathLike) -> dict:
+    """Write WSJ's LM training text to `out`, one sentence a line, cleaned as the transcripts are, and its
+    report to `<out>.json`.
+
+    Markup lines (`<art...>`, `<p>`, `<s>`) are dropped, as Kaldi's and ESPnet's recipes drop them; a line
+    `normalize_wsj` can't read confidently is left out and counted; a file gzip can't decompress is
+    reported and skipped. A second run with the same files finds `out` and its report and returns the report.
+
+    Returns:
+        The report: `files`, `sentences`, `words`, `dropped` (lines left out), `unreadable` ([{path,
+        reason}]) and `sources` (each file's path below the corpus root, size and mtime).
+
+    Raises:
+        FileNotFoundError: `corpus_dir` is missing.
+        ValueError: no LM text below `corpus_dir`.
+    """
+    files = lm_text_files(corpus_dir)
+    if not files:
+        raise ValueError(f"no WSJ LM training text below `corpus_dir` {str(corpus_dir)!r}: expected WSJ1 disc "
+                         f"13-32.1's {LM_TEXT}/{{87,88,89}}/*.z; without it, build the LM from the training transcripts")
+    out = Path(out)
+    report_path = out.with_name(out.name + ".json")
+    root = find_root(corpus_dir, [], LAYOUT)
+    sources = [[f.relative_to(root).as_posix(), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    if out.is_file() and report_path.is_file():
+        done = json.loads(report_path.read_text(encoding="utf-8"))
+        if done.get("sources") == sources:
+            return done
+    sentences = words = dropped = 0
+    unreadable = []
+    bar = progress_bar(total=len(files), unit="file", desc="wsj lm text", leave=False)
+    with atomic_write(out) as f:
+        for path in files:
+            try:
+                for line in _lines(path):
+                    if not line.strip() or line.lstrip().startswith("<"):
+                        continue
+                    text, problem = normalized(normalize_wsj, line)
+                    if problem or not text:
+                        dropped += 1
+                        continue
+                    f.write(text + "\n")
+                    sentences += 1
+                    words += text.count(" ") + 1
+            except ValueError as e:  # one bad file never stops the rest; what it gave before failing is kept
+                unreadable.append({"path": str(path), "reason": str(e)})
+            bar.update()
+    bar.close()
+    report = {"out": str(out), "files": len(files), "sentences": sentences, "words": words, "dropped": dropped,
+              "unreadable": unreadable, "sources": sources}
+    write_json(report_path, report)
+    if unreadable:
+        log.warning("wsj lm text: %d file(s) could not be read; listed in %s", len(unreadable), report_path)
+    return report
