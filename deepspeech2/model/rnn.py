@@ -326,15 +326,16 @@ def cudnn_kernel(cell: str, x, lengths, initial_state, input_kernel, recurrent_k
 
 
 def fused_kernel_available(cell: str) -> bool:
-    """Whether `cell` runs as a fused kernel here: a GRU or LSTM, on TensorFlow, with a GPU visible.
-    DS2_RNN_LOOP=1 keeps the loop (to compare, or where a driver's cuDNN misbehaves)."""
+    """Whether `cell` runs as a fused kernel here: a GRU or LSTM, on TensorFlow built with CUDA, with a GPU
+    visible (a ROCm build orders the gates otherwise: it keeps the loop). DS2_RNN_LOOP=1 keeps the loop (to
+    compare, or where a driver's cuDNN misbehaves)."""
     import os
 
     if cell not in ("gru", "lstm") or keras.backend.backend() != "tensorflow" or os.environ.get("DS2_RNN_LOOP") == "1":
         return False
     import tensorflow as tf
 
-    return bool(tf.config.list_logical_devices("GPU"))
+    return bool(tf.sysconfig.get_build_info().get("is_cuda_build")) and bool(tf.config.list_logical_devices("GPU"))
 
 
 def recurrent_kernel(config, on_gpu: bool) -> str:
