@@ -576,7 +576,7 @@ def stop_signals():
     """Within the block, SIGTERM and SIGINT only mark a stop; `wait()` (the yielded function) returns once one came.
 
     The handler just appends to a list: a handler that set a `threading.Event` would run in the main thread while it
-    waits on that same Event and deadlock on the Event's lock (a `make live` stopped with SIGTERM hung that way).
+    waits on that same Event and deadlock on the Event's lock, and SIGTERM would then never stop the server.
     """
     stops: list[int] = []
     previous = {s: signal.signal(s, lambda signum, _: stops.append(signum)) for s in (signal.SIGTERM, signal.SIGINT)}
