@@ -36,7 +36,7 @@ loaded, TF Serving's default policy).
 
 Limits: it binds 127.0.0.1 unless told otherwise, and the port has no authentication unless
 `ssl_config_file` (TF Serving's SSLConfig: TLS, and client certificates with `client_verify`) or a proxy
-in front provides it (docs/operations.md); messages over `max_message_bytes` are refused
+in front provides it (docs/serving.md, "TLS and authentication"); messages over `max_message_bytes` are refused
 by gRPC (RESOURCE_EXHAUSTED); at most `max_concurrent_requests` requests are handled at once and the batch
 queue is bounded, and both answer RESOURCE_EXHAUSTED at once when full. A request still queued when its
 deadline passes is dropped unrun (DEADLINE_EXCEEDED). Bad requests get INVALID_ARGUMENT with the reason
