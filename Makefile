@@ -36,15 +36,18 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 # Every stage is a file target, so a re-run reuses finished work (training resumes).
 #   make demo                    the full demo (DEMO_SIZE=full): 6 h of audio from 2400 voices, 4 epochs of examples/tiny
 #   make demo DEMO_SIZE=small    a smoke version of a few minutes: 3 minutes of audio, the tiny model
-# Knobs: TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that
-# are flite voices), TINY_NEURAL_SHARE (share of them that are neural voices: hibari's woman and Piper's joe,
-# spread into many speakers; docs/experiments.md E21), TINY_VOICEBANK_SHARE (share of them that are voice banks of
-# real people: MBROLA, RHVoice and Pico from Debian contrib/non-free; E23), TINY_KOKORO_SHARE (share of them that are
-# Kokoro-82M's English voices, mixed in pairs: E53), TINY_CHANNEL_SHARE (share of the training
-# utterances heard through a recording channel: MP3, band limits; E25), TINY_PIPER_VARIATION (Piper's generator noise,
-# drawn per utterance: E41), TINY_FLITE_FORMANTS (true: the extra flite voices get raised formants), TINY_FLITE_FEMALE
-# (the share of the extra flite voices given a woman's formants and pitch together), DEMO_MODEL (a
-# preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes; read from its model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM (evaluation and serving), DEMO_TUNE_BEAM (tuning). The training recipe itself is examples/tiny/tiny.flags.
+# Knobs (docs/training.md lists them; examples/tiny/RESULTS.md has what each default was measured to give):
+# TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that are flite
+# voices), TINY_NEURAL_SHARE (share of them that are neural voices: hibari's woman and Piper's joe, spread into many
+# speakers), TINY_VOICEBANK_SHARE (share of them that are voice banks of real people: MBROLA, RHVoice and Pico from
+# Debian contrib/non-free), TINY_KOKORO_SHARE (share of them that are Kokoro-82M's English voices, mixed in pairs:
+# better on recordings of people, worse on dev, so off), TINY_CHANNEL_SHARE (share of the training utterances heard
+# through a recording channel: MP3, band limits; no gain measured, so off), TINY_PIPER_VARIATION (Piper's generator
+# noise, drawn per utterance; worse on unseen voices, so off), TINY_FLITE_FORMANTS (true: the extra flite voices get
+# raised formants), TINY_FLITE_FEMALE (the share of the extra flite voices given a woman's formants and pitch
+# together), DEMO_MODEL (a preset or a model_config.json), DEMO_FEATURE (the features DEMO_MODEL takes; read from its
+# model_config.json), DEMO_EPOCHS, DEMO_TRAIN_FLAGS (more ds2-train flags), DEMO_BEAM (evaluation and serving),
+# DEMO_TUNE_BEAM (tuning). The training recipe itself is examples/tiny/tiny.flags.
 DEMO_SIZE ?= full
 TINY_FLITE_SHARE ?= 0.1
 TINY_FLITE_FORMANTS ?= false
@@ -56,20 +59,20 @@ TINY_CHANNEL_SHARE ?= 0
 TINY_PIPER_VARIATION ?= 0
 ifeq ($(DEMO_SIZE),full)
 # More audio and voices for fewer epochs: the same steps as 12 epochs of 1.5 h, and 2-3 points less CER
-# with the LM on dev and on festival's voices (docs/experiments.md, E13 and E14). Twice the voices at the same hours
+# with the LM on dev and on festival's voices (examples/tiny/RESULTS.md#hours). Twice the voices at the same hours
 # (three sentences each, not six) cost the corpus 3 s: dev 1 point of CER better, festival's dev sentences 0.7 greedy
-# and 1 with the LM; scored once, test and festival's test sentences are a little worse with the LM (E46).
+# and 1 with the LM; test and festival's test sentences a little worse with the LM (examples/tiny/RESULTS.md#voices).
 TINY_HOURS ?= 6
 TINY_SPEAKERS ?= 2400
 DEMO_MODEL ?= examples/tiny/model.json
 DEMO_EPOCHS ?= 4
 DEMO_TRAIN_FLAGS ?=
 DEMO_SUFFIX :=
-# alpha 0 (the LM off) and 1.5 never won on the tiny corpus (E5-E28), nor 0.25 and 1.25 (each at least 1.2 points
-# behind its neighbour on every surface since E40), nor 1 on the dev E49 made (1.3-2.3 points behind on all five
-# models tuned there): 2 x 9 points, ~60 s on dev's 208 utterances (3 x 9 took 93 s). Tuned at beam 100, decoded at
-# 200: the same alpha and beta as tuning at 200 (E51), festival's dev sentences 1.1 WER and 0.8 CER points better,
-# for ~5 s more decoding in make demo.
+# alpha 0 (the LM off) and 1.5 never win on the tiny corpus, nor 0.25 and 1.25 (each at least 1.2 points behind its
+# neighbour on every surface measured), nor 1 on a dev with every kind of training voice (1.3-2.3 points behind on all
+# five models tuned there): 2 x 9 points, ~60 s on dev's 208 utterances (3 x 9 take 93 s). Tuned at beam 100, decoded
+# at 200: the same alpha and beta as tuning at 200, festival's dev sentences 1.1 WER and 0.8 CER points better, for
+# ~5 s more decoding (examples/tiny/RESULTS.md#beams).
 DEMO_GRID := --alpha_from 0.5 --alpha_to 0.75 --num_alphas 2 --beta_from 0 --beta_to 4 --num_betas 9
 DEMO_TUNE_BEAM ?= 100
 DEMO_BEAM ?= 200
@@ -150,9 +153,9 @@ $(TINY)/augmentation.json: examples/tiny/augmentation.json $(TINY)/noise/rir.jso
 # (on the data's files, not the phony demo-data: a finished demo must not train again)
 # With LM_BESIDE_TRAINING=1 (make demo sets it), stage 4 runs beside training at the lowest CPU priority: the LM needs
 # only text, and training leaves about a tenth of the two cores idle (its threads wait on each other): the LM's minute
-# of work then costs the demo about 20 s of training (docs/experiments.md, E24). Its output goes to LM_LOG; if it fails,
-# stage 4 runs again after training and shows why. (Apt packages are checked first, in the foreground: apt-deps.sh
-# may ask for root.)
+# of work then costs the demo about 20 s of training (examples/tiny/RESULTS.md#lm-beside-training). Its output goes
+# to LM_LOG; if it fails, stage 4 runs again after training and shows why. (Apt packages are checked first, in the
+# foreground: apt-deps.sh may ask for root.)
 LM_BESIDE_TRAINING ?=
 LM_LOG := $(dir $(LM))beside-training.log
 LM_MAKE = $(MAKE)# not $(MAKE) in the recipe itself: make -n would run such a recipe, training included
@@ -288,14 +291,13 @@ $(TINY)/people.clean.jsonl: $(TINY)/vocab.txt
 	$(BIN)/ds2-prepare validate $(TINY)/people/sentences.jsonl --vocab $< --model $(DEMO_MODEL) --write_clean $@
 $(PEOPLE_RESULTS): $(TINY)/people.clean.jsonl
 
-# Telephone audio (README "Telephone audio"): the demo's model scored with its tuned LM on dev and test as heard over a
-# phone (ds2-eval --channel g711: 8 kHz, 300-3400 Hz, G.711 mu-law) and wideband, then fine-tuned on phone audio (the
-# `telephone` augmentation on half the utterances, examples/tiny/telephone.flags, at most TEL_MINUTES of training)
-# and scored again: results in TEL_RES, the model in TEL_RUN. The demo's model, LM, alpha/beta and data are inputs
+# Telephone audio (docs/serving.md, "Telephone audio"): the demo's model scored with its tuned LM on dev and test as
+# heard over a phone (ds2-eval --channel g711: 8 kHz, 300-3400 Hz, G.711 mu-law) and wideband, then fine-tuned on
+# phone audio (the `telephone` augmentation on half the utterances, examples/tiny/telephone.flags, at most
+# TEL_MINUTES of training) and scored again: results in TEL_RES, the model in TEL_RUN. The demo's model, LM, alpha/beta and data are inputs
 # here, not prerequisites (a stage of the demo made again would retrain it): run `make demo` first, with the same
 # DATA, RUN and RES.
 #   make telephone                                                      after make demo
-#   make telephone DATA=data/x23 RUN=runs/e23 RES=results/e23           E23's model (docs/experiments.md)
 .PHONY: telephone
 TEL_RUN ?= runs/telephone
 TEL_RES ?= results/telephone

@@ -29,7 +29,8 @@ from deepspeech2.prepare.sentences import load_sentences
 from deepspeech2.prepare.tiny import TinyCorpusConfig
 from deepspeech2.prepare.voices import make_speakers
 
-# make demo's corpus (E23, docs/experiments.md): 1200 training speakers, 10% flite, 25% neural, 25% voice banks;
+# the corpus the voice banks were measured on (examples/tiny/RESULTS.md#voice-banks): 1200 training speakers, 10%
+# flite, 25% neural, 25% voice banks;
 # its 6 h hold 793 RHVoice utterances (0.81 h; data/x23/tiny/train.jsonl).
 DEMO = dict(train_speakers=1200, flite_share=0.1, neural_share=0.25, voicebank_share=0.25)
 DEMO_RHVOICE_UTTERANCES = 793

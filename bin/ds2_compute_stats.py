@@ -34,7 +34,7 @@ flags.DEFINE_float("pitch_fmin", FeatureConfig.pitch_fmin, "Lowest pitch in the 
 flags.DEFINE_float("pitch_fmax", FeatureConfig.pitch_fmax, "Highest pitch in the pitch-gram, Hz.")
 flags.DEFINE_float("eps", FeatureConfig.eps, "Added to the power before the log: the features' floor (digital "
                    "silence sits at log(eps)). Raised to 1.7e-5 or 7.5e-5 (63-70 dB below a normalized utterance's "
-                   "loudest bin), the tiny demo got worse on real recordings (docs/experiments.md, E37, E38).")
+                   "loudest bin), the tiny demo got worse on real recordings.")
 flags.mark_flags_as_required(["manifest_paths", "out"])
 
 

@@ -14,7 +14,7 @@ all users are batched together. The final transcript uses
 the decoder the export recorded (ds2-export --lm ...) unless decoder flags are given here. Binds 127.0.0.1
 unless --host says otherwise; SIGTERM or Ctrl-C stops it. Only the page's own origin may open the WebSocket
 (--allowed_origins adds others), idle connections close after --idle_seconds, and each client address gets
---max_streams_per_client connections (docs/operations.md, "Web demo limits").
+--max_streams_per_client connections (docs/streaming.md, "Web demo limits").
 """
 
 import sys

@@ -22,7 +22,7 @@ steps of concurrent streams are batched together. A session carries at most --ma
 (OUT_OF_RANGE past it) and all sessions together at most --max_stream_memory_mb (RESOURCE_EXHAUSTED). A
 request still queued at its deadline is dropped. Binds 127.0.0.1 unless --host says otherwise; the port has
 no authentication unless --ssl_config_file (TLS; client certificates with client_verify) or a proxy in front
-gives it (docs/operations.md). SIGTERM finishes the requests in flight, then exits.
+gives it (docs/serving.md, "TLS and authentication"). SIGTERM finishes the requests in flight, then exits.
 """
 
 import sys

@@ -6,8 +6,8 @@
         --calibration_manifest data/tiny/train.clean.jsonl      -> runs/tiny/export/ds2.int8.tflite
     ds2-infer --model_dir runs/tiny/model --tflite runs/tiny/export/ds2.dynamic.tflite --manifest ...
 
-What is inside, and why (found with TF 2.21's converter on the demo's model; figures in the README, "A small
-model", and docs/experiments.md, "A small model"):
+What is inside, and why (found with TF 2.21's converter on the demo's model; figures in docs/serving.md, "A small
+model", and examples/tiny/RESULTS.md#tflite):
 
 - The acoustic model and the log-softmax, as `serving_default(features (1, frames, dim) float32,
   feature_lengths (1,) int32) -> log_probs (1, steps, vocab) float32, output_lengths (1,) int32`. The features
@@ -33,13 +33,14 @@ model", and docs/experiments.md, "A small model"):
   (the backward GRU direction's time flip of its inputs and of the mask) an output scale and zero point of its
   own, while TFLite's kernel copies the int8 values as they are: the demo's model read its backward inputs
   shifted by +0.6 and the mask as 1.58 instead of 1 (21.0% WER with the LM on test against 17.6% for float;
-  docs/experiments.md). Each such op now writes in its input's scale and a QUANTIZE op (int8 -> int8) rescales to
-  the output's: still every op in int8, and 17.8% (0.1 points from float).
+  examples/tiny/RESULTS.md#tflite). Each such op writes in its input's scale and a QUANTIZE op (int8 -> int8)
+  rescales to the output's: still every op in int8, and 17.8% (0.1 points from float).
 - `float_layers` (int8 only): the named Keras layers stay float32 inside the int8 file (the converter's selective
   quantization, `tf.lite.experimental.QuantizationDebugger` with `denylisted_nodes`: every op the layer's name
   scope holds, those of its time loops included; a dequantize and a quantize op at its edges). The file then
   needs TFLite's float kernels too (TFLITE_BUILTINS beside TFLITE_BUILTINS_INT8), and the layer's weights stay
-  float32. A lever for a layer that loses in int8; the demo's model, repaired, needs none (docs/experiments.md).
+  float32. A lever for a layer that loses in int8; the demo's model, repaired, needs none
+  (examples/tiny/RESULTS.md#tflite).
 
 The export records how it was made in the file itself (TFLite metadata "deepspeech2", JSON: the quantization,
 the calibration data, the float layers and the requantized tensors, the model, feature config and vocabulary), so
@@ -80,7 +81,8 @@ from deepspeech2_export import FEATURE_LENGTHS, FEATURES, LOG_PROBS, OUTPUT_LENG
 logger = logging.getLogger(__name__)
 
 QUANTIZE_MODES = ("float", "dynamic", "int8")
-CALIBRATION_UTTERANCES = 100  # the TFLite guide's 100-500; 300 did no better on the demo's model (docs/experiments.md)
+# The TFLite guide's 100-500; 300 did no better on the demo's model (examples/tiny/RESULTS.md#tflite).
+CALIBRATION_UTTERANCES = 100
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ Audio arriving while a step runs waits and goes into the next step (at most `max
 so a slow machine takes bigger steps instead of falling behind. Offline, the audio waits (at most
 `max_seconds` of it) until `stop`.
 
-The WebSocket's limits (docs/operations.md, "Web demo limits"), the same in both modes:
+The WebSocket's limits (docs/streaming.md, "Web demo limits"), the same in both modes:
 
 - **Origin.** A browser names the page that opens a WebSocket in its `Origin` header, and any page the user visits
   may try `ws://127.0.0.1:8000/ws`. Only the page's own origin is let through: `Origin` must be `http(s)://` plus

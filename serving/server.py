@@ -36,7 +36,7 @@ loaded, TF Serving's default policy).
 
 Limits: it binds 127.0.0.1 unless told otherwise, and the port has no authentication unless
 `ssl_config_file` (TF Serving's SSLConfig: TLS, and client certificates with `client_verify`) or a proxy
-in front provides it (docs/operations.md); messages over `max_message_bytes` are refused
+in front provides it (docs/serving.md, "TLS and authentication"); messages over `max_message_bytes` are refused
 by gRPC (RESOURCE_EXHAUSTED); at most `max_concurrent_requests` requests are handled at once and the batch
 queue is bounded, and both answer RESOURCE_EXHAUSTED at once when full. A request still queued when its
 deadline passes is dropped unrun (DEADLINE_EXCEEDED). Bad requests get INVALID_ARGUMENT with the reason
@@ -576,7 +576,7 @@ def stop_signals():
     """Within the block, SIGTERM and SIGINT only mark a stop; `wait()` (the yielded function) returns once one came.
 
     The handler just appends to a list: a handler that set a `threading.Event` would run in the main thread while it
-    waits on that same Event and deadlock on the Event's lock (a `make live` stopped with SIGTERM hung that way).
+    waits on that same Event and deadlock on the Event's lock, and SIGTERM would then never stop the server.
     """
     stops: list[int] = []
     previous = {s: signal.signal(s, lambda signum, _: stops.append(signum)) for s in (signal.SIGTERM, signal.SIGINT)}

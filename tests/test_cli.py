@@ -1,4 +1,4 @@
-"""The installed ds2-* commands: --help, error messages, TensorFlow's start-up noise, and the README's data stage."""
+"""The installed ds2-* commands: --help (and docs/cli.md, made of it), error messages, TensorFlow's start-up noise."""
 
 import ast
 import configparser
@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent  # the console scripts sit next to the interpreter running the tests
+CLI_DOC = REPO / "docs" / "cli.md"  # every command's --help, written by tools/cli_doc.py
 
 # What TensorFlow prints on its own when it loads or first lists devices (C++ log prefix I0000/W0000/E0000).
 TF_NOISE = re.compile(r"[IWEF]0000 |absl::InitializeLog|oneDNN|cuda|cpu_feature_guard|rebuild TensorFlow",
@@ -93,6 +94,14 @@ def test_help_shows_docstring_and_own_flags(name):
     assert "DS2_TF_LOGS" in out.stdout
     assert "Try --helpfull" not in out.stdout  # absl's own short help, which showed none of this
     assert not _noise(out.stderr), out.stderr
+    # docs/cli.md holds this very text (tools/cli_doc.py writes it from the same --help)
+    assert f"\n## {name}\n\n```text\n{out.stdout.rstrip()}\n```\n" in CLI_DOC.read_text(encoding="utf-8"), (
+        f"docs/cli.md's {name} is stale: run .venv/bin/python tools/cli_doc.py")
+
+
+def test_cli_doc_has_a_section_per_command_in_order():
+    sections = re.findall(r"^## (\S+)$", CLI_DOC.read_text(encoding="utf-8"), flags=re.M)
+    assert sections == list(SCRIPTS), "docs/cli.md's commands differ from setup.cfg's: run tools/cli_doc.py"
 
 
 def test_prepare_help_lists_every_command():

@@ -2,8 +2,8 @@
 
 pyctcdecode 0.5 runs its search over a whole utterance in one call (`BeamSearchDecoderCTC._decode_logits`). A
 stream needs the same search advanced as audio arrives, so that at the end of an utterance only the last chunk's
-frames and the end-of-sentence LM score remain (issue 38: the final transcript's latency no longer grows with the
-utterance). `PrefixSearch` is that loop, taken from pyctcdecode 0.5's `_decode_logits` (Apache-2.0) with its state
+frames and the end-of-sentence LM score remain, so the final transcript's latency does not grow with the
+utterance. `PrefixSearch` is that loop, taken from pyctcdecode 0.5's `_decode_logits` (Apache-2.0) with its state
 (beams, LM score caches) kept between calls. It scores with pyctcdecode's own parts (its KenLM wrapper and
 `_get_lm_beams`, beam merging, history pruning, its log-softmax and clipping of each frame), so a search fed all of
 an utterance's frames at once, or in any chunking, gives what `decode` / `decode_beams` give on the whole

@@ -2,7 +2,7 @@
 
 fortunes-zh, the tiny Mandarin corpus' text, is half classical: Tang and Song poems, Song ci, the Analects, the
 Book of Songs. Its LM text is 17 k lines (200 k characters), too little for a character 3-gram to choose among
-the homophones espeak-ng's Mandarin leaves to it (docs/experiments.md, "Mandarin"). The chinese-poetry
+the homophones espeak-ng's Mandarin leaves to it (examples/tiny_zh/RESULTS.md#poetry). The chinese-poetry
 collection (npm package `chinese-poetry` 2.0.1, MIT: about 55,000 Tang and 250,000 Song poems, 21,000 Song ci,
 Yuan qu, the Analects, the Book of Songs, the Chu ci; 19 M characters) is that domain a hundred times over:
 

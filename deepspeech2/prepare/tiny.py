@@ -24,8 +24,8 @@ eleven English voices, spread by rate, pitch, vocal-tract length and gender), an
 voice is ever a training voice; dev's sentences, read by its espeak-ng speakers up to `dev_minutes`, are read again
 by dev's own speakers of the neural voices and voice banks (each sentence once more, by a neural voice's or a voice
 bank's speaker in turn, with settings no training speaker has), so that the dev set where alpha and beta are tuned
-holds those kinds of voice too (docs/experiments.md, E49: tuned on espeak-ng's voices alone, the word bonus came out
-too large for any other engine's).
+holds those kinds of voice too (tuned on espeak-ng's voices alone, the word bonus comes out too large for any
+other engine's: examples/tiny/RESULTS.md#dev-voices).
 The synthesizers read the normalized transcript itself, so audio and text always agree.
 
 Everything derives from `seed` by utterance index (a job's sentence, speaker and parameters never depend
@@ -95,7 +95,7 @@ class TinyCorpusConfig:
     min_chars: int = 4  # zh: shortest sentence, in characters
     max_chars: int = 20  # zh: longest sentence, in characters
     common_chars: int = 0  # zh: only sentences made of fortunes-zh's N most frequent characters, so that an
-    # hour of audio shows each character often enough to learn it (docs/experiments.md, Mandarin); 0: all
+    # hour of audio shows each character often enough to learn it (examples/tiny_zh/RESULTS.md#ceiling); 0: all
     train_speakers: int = 40  # speakers in train (en: 3 of them flite voices); beyond the number of training
     # variants, espeak-ng speakers reuse variants with other accents, rates, pitches and word gaps
     dev_speakers: int = 8  # dev's espeak-ng speakers, unseen in training (with neural or voice-bank training voices,

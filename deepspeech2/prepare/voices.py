@@ -53,7 +53,7 @@ MALE_VARIANTS = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "klatt", "klatt
 # flite voices (16 kHz) by split, with their gender and approximate mean F0 in Hz (the `pitch` factor
 # scales it; `rms` ignores it). `kal` (8 kHz) and `awb_time` (a copy of awb) are left out. With two
 # training voices the model learned those two, not flite: the held-out `rms` stayed at 50-60% CER where
-# unseen espeak-ng voices reached 7-12% (docs/experiments.md, E4); so three train and `slt` is the test's.
+# unseen espeak-ng voices reached 7-12% (examples/tiny/RESULTS.md); so three train and `slt` is the test's.
 FLITE_VOICES = {"train": (("kal16", "M", 105.0), ("awb", "M", 110.0), ("rms", "M", 100.0)),
                 "dev": (),
                 "test": (("slt", "F", 170.0),)}
@@ -69,7 +69,7 @@ FLITE_EXTRA_PITCH = (0.8, 1.7)
 # ... and their vocal tracts toward the female range: formants 0-25% higher (women's are ~15-20% above men's).
 FLITE_EXTRA_FORMANT = (1.0, 1.25)
 # A woman's vocal tract for `flite_female` of the extra flite speakers: formants and pitch raised together
-# (E8's formants alone, with the pitch drawn apart, left most shifted speakers neither man nor woman).
+# (formants alone, with the pitch drawn apart, leave most shifted speakers neither man nor woman).
 FLITE_FEMALE_FORMANT = (1.12, 1.25)
 FLITE_FEMALE_PITCH = (1.5, 2.1)  # x the voice's F0 (kal16 105 Hz, awb 110 Hz): 160-230 Hz
 # Neural voices (deepspeech2/prepare/neural.py): (engine, voice, gender). Each is spread into many speakers; hibari's
@@ -77,7 +77,8 @@ FLITE_FEMALE_PITCH = (1.5, 2.1)  # x the voice's F0 (kal16 105 Hz, awb 110 Hz): 
 NEURAL_VOICES = (("hibari", neural.HIBARI_VOICE, "F"), ("piper", "joe", "M"))
 # Dev's speakers of the neural voices and the voice banks training uses (when it uses them): two of each neural voice
 # and one of each voice bank, with settings of their own, so that dev (where alpha/beta are tuned) holds every kind of
-# voice training has, not espeak-ng's alone (docs/experiments.md, E49). Test has none: it stays as it was measured.
+# voice training has, not espeak-ng's alone (examples/tiny/RESULTS.md#dev-voices). Test has none: no test voice is
+# ever heard before.
 DEV_NEURAL_VOICES = NEURAL_VOICES * 2
 DEV_VOICEBANKS = voicebanks.VOICES
 HIBARI_MALE_PITCH = (0.5, 0.7)  # x heart's F0 (about 185 Hz): 90-130 Hz

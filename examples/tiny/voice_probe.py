@@ -7,7 +7,7 @@ transforms (`synthesis.synthesize`: formants k times higher, F0 set apart), writ
 under --out, and scores each with the model, greedy: the test voice `slt` as it is, with a man's pitch,
 with a man's formants and with both; the training voices `awb` and `kal16` as they are and made women.
 Give it dev sentences: the voices are what is probed, and test sentences are for reporting only.
-Prints a table and one JSON line (CER per setting). docs/experiments.md, "Is `slt` a woman's vocal tract?".
+Prints a table and one JSON line (CER per setting). examples/tiny/RESULTS.md, "Is `slt` a woman's vocal tract?".
 """
 
 import argparse

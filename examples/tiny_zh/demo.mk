@@ -7,7 +7,7 @@
 # `test.cer_greedy`). The knobs are the English demo's (DEMO_SIZE, TINY_HOURS, DEMO_EPOCHS,
 # DEMO_TRAIN_FLAGS, DEMO_BEAM), with Mandarin defaults where they differ, ZH_COMMON_CHARS, ZH_PITCH_BINS and
 # ZH_POETRY (1: classical Chinese text from the chinese-poetry collection in the LM, downloaded into DOWNLOADS);
-# the recipe is examples/tiny_zh/tiny_zh.flags. What limits its accuracy: docs/experiments.md, "Mandarin".
+# the recipe is examples/tiny_zh/tiny_zh.flags. What limits its accuracy: examples/tiny_zh/RESULTS.md.
 
 # `LANG=zh` on the command line would reach every tool as the locale; they get a UTF-8 one instead.
 override LANG := C.UTF-8
@@ -18,7 +18,7 @@ ifeq ($(DEMO_SIZE),full)
 ZH_EPOCHS := $(if $(filter command line,$(origin DEMO_EPOCHS)),$(DEMO_EPOCHS),20)
 ZH_BEAM := $(if $(filter command line,$(origin DEMO_BEAM)),$(DEMO_BEAM),100)
 ZH_HOURS := $(if $(filter command line,$(origin TINY_HOURS)),$(TINY_HOURS),1.5)
-# beta up to 6: on Z14's dev the best CER sat on the old grid's edge (beta 3) and fell to beta 5.
+# beta up to 6: the best dev CER can sit past beta 3 (at 5 with the stride-4 model).
 ZH_GRID := --alpha_from 0 --alpha_to 1.5 --num_alphas 7 --beta_from 0 --beta_to 6 --num_betas 13
 ZH_MODEL := examples/tiny_zh/model.json
 ZH_POETRY ?= 1
@@ -32,9 +32,10 @@ ZH_POETRY ?= 0
 endif
 # Training speakers (variant x rate x pitch; the English default doesn't apply): TINY_SPEAKERS on the command line.
 ZH_SPEAKERS := $(if $(filter command line,$(origin TINY_SPEAKERS)),$(TINY_SPEAKERS),40)
-# Sentences of fortunes-zh's 800 most frequent characters (0: all of them): see docs/experiments.md.
+# Sentences of fortunes-zh's 800 most frequent characters (0: all of them): examples/tiny_zh/RESULTS.md#ceiling.
 ZH_COMMON_CHARS ?= 800
-# Pitch-gram dims after the 161 spectrogram bins, so the model can hear tones (0: none; docs/experiments.md, Z11).
+# Pitch-gram dims after the 161 spectrogram bins, so the model can hear tones (0: none;
+# examples/tiny_zh/RESULTS.md#pitch).
 ZH_PITCH_BINS ?= 32
 ZH_FEATURE_DIM := $(shell echo $$((161 + $(ZH_PITCH_BINS))))
 ZH := $(DATA)/zh/tiny$(DEMO_SUFFIX)
@@ -88,7 +89,7 @@ $(ZH_RUN)/.trained-$(ZH_EPOCHS): $(ZH_DATA)
 # Classical Chinese text for the LM (ZH_POETRY=1, the full demo's default): the chinese-poetry collection (npm,
 # 85 MB, downloaded once into DOWNLOADS), less every poem holding a dev/test sentence or sharing 7 characters with
 # one. fortunes-zh is half Tang and Song poetry, and its own 200 k characters leave the LM weak at homophones
-# (docs/experiments.md, Z22).
+# (examples/tiny_zh/RESULTS.md#poetry).
 ZH_POETRY_TXT := $(if $(filter 1,$(ZH_POETRY)),$(ZH)/poetry.txt)
 ZH_LM_FLAGS := $(if $(ZH_POETRY_TXT),--text_paths $(ZH)/lm_text.txt$(,)$(ZH_POETRY_TXT) --text_weights 10$(,)1,--text_paths $(ZH)/lm_text.txt)
 DOWNLOADS ?= data/downloads
@@ -98,7 +99,7 @@ $(ZH)/poetry.txt: $(ZH)/train.jsonl
 	$(BIN)/ds2-prepare poetry --out $@ --held_out $(ZH)/dev.jsonl,$(ZH)/test.jsonl --cache_dir $(DOWNLOADS)
 
 # Characters space-separated: each one an LM token, so beta is a bonus per character. fortunes-zh's text counts
-# 10 times against the poetry's 100-fold more, so its modern sayings keep their weight (Z22).
+# 10 times against the poetry's 100-fold more, so its modern sayings keep their weight.
 $(ZH_LM).bin: $(ZH)/train.jsonl $(ZH_POETRY_TXT) | $(VENV)/bin/lmplz
 	$(STAGE) "[4/8] character 3-gram LM from fortunes-zh text$(if $(filter 1,$(ZH_POETRY)), and the poetry,) without any dev/test sentence"
 	$(BIN)/ds2-build-lm $(ZH_LM_FLAGS) --out $(ZH_LM) --order 3 --token char --nokeep_arpa

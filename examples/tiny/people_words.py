@@ -1,8 +1,8 @@
 """Which of the people's words the model gets right, by where the word occurs: in the training transcripts, only in
-the LM's text, or in neither (docs/experiments.md, "Where the people's errors are"). Reads ds2-eval reports (their
+the LM's text, or in neither (examples/tiny/RESULTS.md, "Where the people's errors are"). Reads ds2-eval reports (their
 per-utterance reference and hypothesis); a reference word is right when the word alignment (jiwer's) keeps it.
 
-    .venv/bin/python docs/experiments/people_words.py data/x49/tiny results/e51x/people_lm.json [more reports...]
+    .venv/bin/python examples/tiny/people_words.py data/x49/tiny results/e51x/people_lm.json [more reports...]
 
 Prints a line per report and ends with one JSON line. The people's text is only counted here, never added to any text.
 """

@@ -1,10 +1,10 @@
-"""The probe behind docs/experiments.md's E53-E55 (run before Kokoro was an engine in deepspeech2/prepare/neural.py):
+"""The probe behind examples/tiny/RESULTS.md's E53-E55 (run before Kokoro was an engine in deepspeech2/prepare/neural.py):
 a tiny corpus' training split with some of its utterances read again by Kokoro-82M speakers, each a mix of two of
 kokoro-js's English voices of one gender at a rate of its own; every other utterance is the source corpus' own file.
 
-    python docs/experiments/kokoro_swap.py OUT N           # N of the hibari/Piper speakers (E53: 300)
-    ONE_EACH=1 python docs/experiments/kokoro_swap.py OUT N   # N hibari/Piper utterances, a speaker each (E54: 150)
-    FROM=espeak-ng python docs/experiments/kokoro_swap.py OUT N   # N espeak-ng speakers (E55: 48)
+    python examples/tiny/kokoro_swap.py OUT N           # N of the hibari/Piper speakers (E53: 300)
+    ONE_EACH=1 python examples/tiny/kokoro_swap.py OUT N   # N hibari/Piper utterances, a speaker each (E54: 150)
+    FROM=espeak-ng python examples/tiny/kokoro_swap.py OUT N   # N espeak-ng speakers (E55: 48)
 
 Writes OUT/train.clean.jsonl (absolute paths) and OUT/wav/train/kokoro-*/; the source is SRC (data/x49/tiny).
 It differs from the engine in two details: the style row is the one for len(phonemes) (the engine: len - 1, as
