@@ -19,6 +19,8 @@ commands:
   wsj          import WSJ0/WSJ1: NIST SPHERE .wv1 + .dot, Kaldi split names (--corpus_dir, --out)
   chime4       import CHiME-4: isolated_1ch_track wavs + annotations/*.json (--corpus_dir, --out)
   tedlium      import TED-LIUM (releases 1-3): .sph + .stm segments (--corpus_dir, --out)
+  download     fetch a corpus: `download librispeech` gets openslr's tarballs and LM files into --out, each checked
+               against its published checksum, a stopped download resumed (--splits, --lm_files, --mirror)
 
 examples:
     ds2-prepare tiny --out data/tiny [--hours 1] [--seed 0] [--language en|zh]
@@ -29,6 +31,7 @@ examples:
     ds2-prepare validate MANIFEST [--vocab vocab.txt] [--model ds2-small] [--write_clean clean.jsonl]
     ds2-prepare normalize MANIFEST --language en --out normalized.jsonl
     ds2-prepare librispeech --corpus_dir LibriSpeech --out data/librispeech
+    ds2-prepare download librispeech --out /data/librispeech --splits dev-clean,test-clean --lm_files 4-gram.arpa.gz
 
 `validate` prints one line per problem and exits 1 if there are any; with --write_clean it writes the
 good lines to that file (and the dropped ones with their reasons next to it) and exits 0, or 1 when no
@@ -42,7 +45,7 @@ import sys
 from absl import flags
 
 COMMANDS = ("tiny", "heldout", "noise", "poetry", "english", "validate", "normalize", "librispeech", "voxforge",
-            "aishell", "wsj", "chime4", "tedlium")
+            "aishell", "wsj", "chime4", "tedlium", "download")
 
 flags.DEFINE_string("out", None, "Output folder (tiny, heldout, noise, importers); the output manifest (normalize); "
                     "the text file (poetry, english).")
@@ -96,6 +99,15 @@ flags.DEFINE_bool("decode", True, "validate: decode every file fully, not just i
 flags.DEFINE_string("write_clean", None, "validate: write the good lines here (an error if there are none).")
 flags.DEFINE_bool("strict", False, "validate: a file make-shards would resample or downmix is a problem, not a "
                   "warning.")
+flags.DEFINE_list("splits", None, "download librispeech: the splits to fetch (default: all seven).")
+flags.DEFINE_list("lm_files", [], "download librispeech: files of openslr resource 11 to fetch too, e.g. "
+                  "4-gram.arpa.gz,librispeech-lm-norm.txt.gz.")
+flags.DEFINE_string("mirror", "https://www.openslr.org", "download: where resources/12/ and resources/11/ are (an "
+                    "openslr mirror, e.g. https://openslr.elda.org, or a file:// folder).")
+flags.DEFINE_string("checksums", None, "download: a JSON table {file: {md5, sha256}} whose entries replace the "
+                    "published checksums of those files.")
+flags.DEFINE_bool("allow_unverified", False, "download: fetch files no checksum is known for, unchecked.")
+flags.DEFINE_bool("keep_archives", False, "download: keep the tarballs after unpacking them.")
 FLAGS = flags.FLAGS
 
 
@@ -130,6 +142,20 @@ def _normalize(manifest: str) -> int:
     return 0
 
 
+def _download(args: list[str]) -> int:
+    if args != ["librispeech"]:
+        raise ValueError("usage: ds2-prepare download librispeech --out DIR [--splits S,...] [--lm_files F,...]")
+    from deepspeech2.prepare.librispeech import SPLITS, LibriSpeechDownloadConfig, download_librispeech, read_checksums
+
+    config = LibriSpeechDownloadConfig(out_dir=FLAGS.out, splits=tuple(FLAGS.splits or SPLITS),
+                                       lm_files=tuple(FLAGS.lm_files), mirror=FLAGS.mirror,
+                                       checksums=read_checksums(FLAGS.checksums) if FLAGS.checksums else {},
+                                       allow_unverified=FLAGS.allow_unverified, keep_archives=FLAGS.keep_archives)
+    for f in download_librispeech(config):
+        print(f"{f.path}: {f.action}" + ("" if config.checksum(f.name) else " (no checksum known: unverified)"))
+    return 0
+
+
 def _prepare(command: str, args: list[str]) -> int:
     if command == "validate":
         if len(args) != 1:
@@ -137,6 +163,8 @@ def _prepare(command: str, args: list[str]) -> int:
         return _validate(args[0])
     if not FLAGS.out:
         raise ValueError(f"`--out` is required for `ds2-prepare {command}`")
+    if command == "download":
+        return _download(args)
     if command == "normalize":
         if len(args) != 1:
             raise ValueError("usage: ds2-prepare normalize MANIFEST --language en|zh --out OUT")

@@ -357,3 +357,28 @@ def make_tedlium(root: Path) -> Fixture:
     return Fixture(root, expected, {"dev": {"Corrupt_2011.sph": CORRUPT, "Missing_2012.sph": MISSING},
                                     "train": {"JaneDoe_2012-0000050-0000090": "<unk>"}}, True, sources,
                    excluded={"dev": 3, "train": 1})
+
+
+def librispeech_tarballs(corpus_dir: Path, out: Path) -> dict[str, dict[str, str]]:
+    """Pack `corpus_dir/LibriSpeech` as openslr serves it: `out/resources/12/<split>.tar.gz` per split (its folder
+    and the top-level *.TXT files, under `LibriSpeech/`) and every file beside `LibriSpeech/` (the LM files) in
+    `out/resources/11/`. Returns their checksum table, `{name: {"md5": ..., "sha256": ...}}`."""
+    import hashlib
+    import shutil
+    import tarfile
+
+    base = corpus_dir / "LibriSpeech"
+    (out / "resources" / "12").mkdir(parents=True, exist_ok=True)
+    (out / "resources" / "11").mkdir(parents=True, exist_ok=True)
+    files = []
+    for split in sorted(p for p in base.iterdir() if p.is_dir()):
+        tarball = out / "resources" / "12" / f"{split.name}.tar.gz"
+        with tarfile.open(tarball, "w:gz") as tar:
+            for txt in sorted(base.glob("*.TXT")):
+                tar.add(txt, f"LibriSpeech/{txt.name}")
+            tar.add(split, f"LibriSpeech/{split.name}")
+        files.append(tarball)
+    for lm in sorted(p for p in corpus_dir.iterdir() if p.is_file()):
+        files.append(Path(shutil.copy(lm, out / "resources" / "11" / lm.name)))
+    return {f.name: {"md5": hashlib.md5(f.read_bytes()).hexdigest(),
+                     "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files}
