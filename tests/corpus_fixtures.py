@@ -36,10 +36,11 @@ class Fixture:
     corpus_dir: Path  # what to pass to prepare_<corpus>
     expected: dict[str, dict[str, Expected]]  # split -> utterance id -> what the manifest line holds
     skipped: dict[str, dict[str, str]]  # split -> {id or path fragment: reason fragment} the report must list
-    converted: bool  # True: audio is converted into output_dir/wav; False: the corpus WAVs are used in place
+    converted: bool  # True: audio is converted into output_dir/wav; False: the corpus' files are used in place
     sources: dict[str, Path] = field(default_factory=dict)  # utterance id -> original audio file
     excluded: dict[str, int] = field(default_factory=dict)  # split -> items left out by the split's definition
     prepare_kwargs: dict = field(default_factory=dict)  # extra keyword arguments for prepare_<corpus>
+    in_place: frozenset[str] = frozenset()  # with `converted`: utterance ids whose audio is used in place all the same
 
 
 def tone(frames: int, sample_rate: int, seed: int, channels: int = 1) -> np.ndarray:
@@ -69,7 +70,7 @@ def _text(path: Path, lines: list[str]) -> None:
 
 
 def make_librispeech(root: Path) -> Fixture:
-    """LibriSpeech/{dev-clean,test-clean}/<spk>/<chapter>/*.flac + .trans.txt, 16 kHz FLAC."""
+    """LibriSpeech/{dev-clean,test-clean}/<spk>/<chapter>/*.flac + .trans.txt, 16 kHz FLAC (used in place)."""
     base = root / "LibriSpeech"
     utts = {  # id: (split, raw transcript, normalized, frames)
         "84-121123-0000": ("dev-clean", "GO DO YOU HEAR", "go do you hear", 8000),
@@ -96,12 +97,13 @@ def make_librispeech(root: Path) -> Fixture:
     trans[base / "dev-clean/174/50561/174-50561.trans.txt"].append("174-50561-0002 THIS FLAC WAS NEVER COPIED")
     for path, lines in trans.items():
         _text(path, lines)
-    return Fixture(root, expected, {"dev-clean": {"84-121123-0002": CORRUPT, "174-50561-0002": MISSING}}, True,
+    return Fixture(root, expected, {"dev-clean": {"84-121123-0002": CORRUPT, "174-50561-0002": MISSING}}, False,
                    sources)
 
 
 def make_voxforge(root: Path) -> Fixture:
-    """Sessions as VoxForge names them: 48 kHz WAV (wav/) and 16 kHz FLAC (flac/), etc/PROMPTS in each.
+    """Sessions as VoxForge names them: 48 kHz WAV (wav/, converted) and 16 kHz FLAC (flac/, used in place),
+    etc/PROMPTS in each.
 
     Not every session folder is `<user>-<8 digits>-<suffix>`: `Aaron-20080320` has no suffix and
     `Kevin-2009041514a-xyz_2` has a 10-digit stamp with a letter and a `_2` tail. Kaldi's pattern
@@ -137,7 +139,7 @@ def make_voxforge(root: Path) -> Fixture:
         f.write("anonymous-20080504-qvg/mfc/a0403 NEVER RECORDED\n")
     return Fixture(root, {"train": expected},
                    {"train": {"Aaron-20080318-kdl/b0021": CORRUPT, "anonymous-20080504-qvg/a0403": MISSING}}, True,
-                   sources)
+                   sources, in_place=frozenset(u for u in expected if u.startswith(("Kevin", "anonymous"))))
 
 
 def make_aishell(root: Path) -> Fixture:
