@@ -240,3 +240,12 @@ def test_an_official_arpa_in_capitals_becomes_a_lowercase_binary(tmp_path):
         build_lm(LMConfig(text_paths=(), arpa=str(tmp_path / "notes.txt"), out=str(tmp_path / "x")))
     with pytest.raises(ValueError, match="not both"):
         LMConfig(text_paths=("a.txt",), arpa="b.arpa", out="x")
+
+
+@needs_kenlm
+def test_a_corrupt_gzip_is_named(tmp_path):
+    (tmp_path / "lm-norm.txt.gz").write_bytes(b"not gzip at all\n")
+    with pytest.raises(ValueError, match=r"`.*lm-norm.txt.gz` could not be read: .*download it again"):
+        build_lm(LMConfig(text_paths=(str(tmp_path / "lm-norm.txt.gz"),), out=str(tmp_path / "x")))
+    with pytest.raises(ValueError, match=r"`arpa`: .*lm-norm.txt.gz could not be read: .*download it again"):
+        build_lm(LMConfig(text_paths=(), arpa=str(tmp_path / "lm-norm.txt.gz"), out=str(tmp_path / "x")))

@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -266,21 +267,24 @@ def _write_corpus(config: LMConfig, out: Path) -> tuple[collections.Counter, int
     read = dropped = 0
     with open(out, "w", encoding="utf-8") as f:
         for path, weight in zip(config.text_paths, config.text_weights or [1] * len(config.text_paths)):
-            with _open_text(path) as lines:
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    read += 1
-                    text = corpus_line(line, config.language, config.normalize, config.token, config.lowercase)
-                    if not text:
-                        dropped += 1
-                        continue
-                    tokens = text.split()
-                    bad = [t for t in tokens if t in ARPA_SPECIAL]
-                    if bad:  # lmplz refuses them in the corpus; only possible with `normalize` off
-                        raise ValueError(f"`{path}` has KenLM's reserved token {bad[0]!r} in {line.strip()!r}")
-                    counts.update(tokens * weight)
-                    f.write((text + "\n") * weight)
+            try:
+                with _open_text(path) as lines:
+                    for line in lines:
+                        if not line.strip():
+                            continue
+                        read += 1
+                        text = corpus_line(line, config.language, config.normalize, config.token, config.lowercase)
+                        if not text:
+                            dropped += 1
+                            continue
+                        tokens = text.split()
+                        bad = [t for t in tokens if t in ARPA_SPECIAL]
+                        if bad:  # lmplz refuses them in the corpus; only possible with `normalize` off
+                            raise ValueError(f"`{path}` has KenLM's reserved token {bad[0]!r} in {line.strip()!r}")
+                        counts.update(tokens * weight)
+                        f.write((text + "\n") * weight)
+            except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # a corrupt or cut .gz
+                raise ValueError(f"`{path}` could not be read: {e}; download it again") from None
     return counts, read, dropped
 
 
@@ -294,16 +298,19 @@ def _open_text(path: str | os.PathLike):
 def _copy_arpa(src: Path, dst: Path, lowercase: bool) -> None:
     """An ARPA model (maybe gzipped) copied to `dst` as plain text, its words lower-cased with `lowercase` (the
     header, section names and numbers read the same in lower case; the markers <s>, </s>, <unk> are lower case)."""
-    with _open_text(src) as f, open(dst, "w", encoding="utf-8") as out:
-        for _ in range(ARPA_PREAMBLE_LINES):  # blank lines or notes may come before \data\ (SRILM's do)
-            line = f.readline()
-            out.write(line)
-            if line.strip() == "\\data\\" or not line:
-                break
-        if line.strip() != "\\data\\":
-            raise ValueError(f"`arpa`: {src} is not an ARPA model: no \\data\\ line at its start")
-        while chunk := f.read(1 << 20):
-            out.write(chunk.lower() if lowercase else chunk)
+    try:
+        with _open_text(src) as f, open(dst, "w", encoding="utf-8") as out:
+            for _ in range(ARPA_PREAMBLE_LINES):  # blank lines or notes may come before \data\ (SRILM's do)
+                line = f.readline()
+                out.write(line)
+                if line.strip() == "\\data\\" or not line:
+                    break
+            if line.strip() != "\\data\\":
+                raise ValueError(f"`arpa`: {src} is not an ARPA model: no \\data\\ line at its start")
+            while chunk := f.read(1 << 20):
+                out.write(chunk.lower() if lowercase else chunk)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # a corrupt or cut .gz
+        raise ValueError(f"`arpa`: {src} could not be read: {e}; download it again") from None
 
 
 def _limit_vocabulary(corpus: Path, counts: collections.Counter, top_k: int, out: Path) -> Path:
