@@ -40,7 +40,9 @@ problem, unless --strict. Importers write OUT/<split>.jsonl and OUT/<split>.repo
 and why).
 """
 
+import json
 import sys
+from pathlib import Path
 
 from absl import flags
 
@@ -233,7 +235,18 @@ def _prepare(command: str, args: list[str]) -> int:
         manifests = prepare(FLAGS.corpus_dir, FLAGS.out, num_workers=FLAGS.num_workers)
     for split, utts in manifests.items():
         print(f"{FLAGS.out}/{split}.jsonl: {len(utts)} utterances, {sum(u.duration for u in utts) / 3600:.2f} h")
+        _print_skipped(Path(FLAGS.out) / f"{split}.report.json")
     return 0
+
+
+def _print_skipped(report: Path, most: int = 20) -> None:
+    """An importer's skips, one line each (the first `most`), and where all of them are."""
+    skipped = json.loads(report.read_text(encoding="utf-8"))["skipped"] if report.is_file() else []
+    for s in skipped[:most]:
+        print(f"  skipped {s.get('id') or s.get('path')}: {s['reason']}")
+    if skipped:
+        print(f"  {len(skipped)} skipped{f' ({len(skipped) - most} more not shown)' if len(skipped) > most else ''}"
+              f", listed in {report}")
 
 
 def main(argv):

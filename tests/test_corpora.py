@@ -353,3 +353,20 @@ def test_flac_is_used_in_place_and_every_stage_reads_it_as_the_wav(tmp_path):
     assert flac_stats.num_utterances == len(utts) and flac_stats.num_skipped == 0
     np.testing.assert_array_equal(flac_stats.mean, wav_stats.mean)
     np.testing.assert_array_equal(flac_stats.std, wav_stats.std)
+
+
+def test_ds2_prepare_lists_what_it_skipped(tmp_path):
+    import subprocess
+
+    fx = corpus_fixtures.make_librispeech(tmp_path / "ls")
+    out = subprocess.run([str(Path(sys.executable).parent / "ds2-prepare"), "librispeech", "--corpus_dir",
+                          str(fx.corpus_dir), "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = tmp_path / "out" / "dev-clean.report.json"
+    assert out.stdout.splitlines() == [
+        f"{tmp_path / 'out'}/dev-clean.jsonl: 4 utterances, 0.00 h",
+        *[f"  skipped {s['id']}: {s['reason']}" for s in json.loads(report.read_text())["skipped"]],
+        f"  2 skipped, listed in {report}",
+        f"{tmp_path / 'out'}/test-clean.jsonl: 1 utterances, 0.00 h"]
+    assert "174-50561-0002: audio file" in out.stdout and "84-121123-0002: audio file" in out.stdout
