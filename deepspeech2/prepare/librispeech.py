@@ -32,19 +32,18 @@ CORPUS = "librispeech"
 TRAIN_SPLITS = ("train-clean-100", "train-clean-360", "train-other-500")
 EVAL_SPLITS = ("dev-clean", "dev-other", "test-clean", "test-other")
 SPLITS = TRAIN_SPLITS + EVAL_SPLITS
-# Training hours -> the training splits: the usual 100 h, 460 h ("clean") and 960 h (all) setups.
-SUBSETS = {"100": TRAIN_SPLITS[:1], "460": TRAIN_SPLITS[:2], "960": TRAIN_SPLITS}
 OPENSLR = "https://www.openslr.org"  # mirrors: https://us.openslr.org, https://openslr.elda.org (EU), ...
 AUDIO_RESOURCE, LM_RESOURCE = 12, 11  # the files are at <mirror>/resources/<resource>/<name>
 # openslr resource 11: the official ARPA models (upper-case words, trained on librispeech-lm-norm), the normalized
 # LM text itself (40 M sentences, 800 M words from 14,500 books, none of them a dev or test book), word lists.
 LM_FILES = ("3-gram.arpa.gz", "3-gram.pruned.1e-7.arpa.gz", "3-gram.pruned.3e-7.arpa.gz", "4-gram.arpa.gz",
             "librispeech-lm-norm.txt.gz", "librispeech-vocab.txt", "librispeech-lexicon.txt")
-# Published digests. MD5: openslr's md5sum.txt of resources 12 and 11, as copied into PaddlePaddle DS2's
-# data/librispeech/librispeech.py (the 7 tarballs) and sdrobert/pytorch-database-prep's librispeech.py (all the
-# files; the tarballs' agree with Paddle's, librispeech-lm-norm.txt.gz's with thu-spmi/CAT's LibriSpeech recipe).
-# SHA-256 (tarballs only): torchaudio's datasets/librispeech.py. A file in neither list is refused unverified
-# (`allow_unverified` overrides that).
+# The digests, and where each was found. Tarballs (resource 12): the MD5s of openslr's resources/12/md5sum.txt, as
+# PaddlePaddle DS2's data/librispeech/librispeech.py and sdrobert/pytorch-database-prep's librispeech.py copy them
+# (the two agree), and the SHA-256s of torchaudio's datasets/librispeech.py. LM files (resource 11, which lists no
+# md5sum.txt of its own in the sources searched): the MD5s of sdrobert/pytorch-database-prep's librispeech.py, one
+# source only (librispeech-lm-norm.txt.gz's agrees with thu-spmi/CAT's LibriSpeech recipe). A file without an entry
+# is refused unverified (`allow_unverified` overrides that).
 CHECKSUMS = {
     "dev-clean.tar.gz": Checksum("42e2234ba48799c1f50f24a7926300a1",
                                  "76f87d090650617fca0cac8f88b9416e0ebf80350acb97b343a85fa903728ab3"),
