@@ -5,6 +5,7 @@ espeak-ng's (the tiny corpus' synthesis), two speakers a split; the model is the
 2-gram, so the whole recipe runs in a few minutes. Then `--download` against Python's http.server on 127.0.0.1
 serving that tree as openslr's tarballs: a stopped download resumed, a missing split, a bad checksum."""
 
+import concurrent.futures
 import gzip
 import json
 import os
@@ -243,3 +244,34 @@ def test_librispeech_recipe_downloads_resumes_and_refuses_a_bad_checksum(tmp_pat
     assert line.startswith("ds2-prepare download: error: test-other.tar.gz: MD5 ")
     assert f"expected {'0' * 32}" in line  # and the bad copy deleted:
     assert not [p for p in (tmp_path / "dl2").iterdir() if p.name.startswith("test-other")]
+
+
+def test_the_readme_names_only_flags_and_knobs_that_exist():
+    """Every `ds2-... --flag` examples/librispeech/README.md shows is a flag of that command (its --help), every
+    environment override it lists is one run.sh reads, and it numbers as many stages as run.sh announces."""
+    import re
+
+    readme = (REPO / "examples/librispeech/README.md").read_text(encoding="utf-8")
+    script = (REPO / "examples/librispeech/run.sh").read_text(encoding="utf-8")
+    prose = re.sub(r"```.*?```", "", readme, flags=re.S)  # the code blocks run run.sh itself
+    spans = [" ".join(s.split()) for s in re.findall(r"`([^`]+)`", prose)]
+    used: dict[str, set[str]] = {}
+    for span in spans:
+        command = re.match(r"(ds2-[a-z-]+)\b", span)
+        flags = set(re.findall(r"--([a-z_]+)", span)) - {"flagfile"}  # absl's own
+        if command and (VENV_BIN / command[1]).is_file() and flags:  # not the presets (`ds2-paper-en`)
+            used.setdefault(command[1], set()).update(flags)
+    assert {"ds2-prepare", "ds2-build-lm", "ds2-make-shards", "ds2-tune", "ds2-eval", "ds2-export"} <= set(used)
+    with concurrent.futures.ThreadPoolExecutor(len(used)) as pool:  # the commands' --help, side by side
+        helps = dict(zip(used, pool.map(lambda c: subprocess.run([str(VENV_BIN / c), "--help"], capture_output=True,
+                                                                 text=True, timeout=120).stdout, used)))
+    for command, names in used.items():
+        help_text = helps[command]
+        for name in names:
+            assert any(re.search(rf"^\s+--(\[no\])?{n}: ", help_text, re.M)
+                       for n in (name, name[2:] if name.startswith("no") else name)), f"{command} --{name}"
+    knobs = readme[readme.index("Overrides by environment:"):].split("\n\n")[0]
+    for knob in re.findall(r"`([A-Z_]+)`", knobs):
+        assert f"{knob}=${{{knob}" in script, knob
+    assert max(int(n) for n in re.findall(r"^\s*(\d+)\. \*\*", readme, re.M)) == int(re.search(r"^N=(\d+)$", script,
+                                                                                                re.M)[1]) == 10
