@@ -275,3 +275,24 @@ def test_the_readme_names_only_flags_and_knobs_that_exist():
         assert f"{knob}=${{{knob}" in script, knob
     assert max(int(n) for n in re.findall(r"^\s*(\d+)\. \*\*", readme, re.M)) == int(re.search(r"^N=(\d+)$", script,
                                                                                                 re.M)[1]) == 10
+
+
+def test_the_readme_estimates_are_bench_flops_figures():
+    """The README's FLOPs table is what bench/flops.py prints (its last line, JSON), rounded as written there."""
+    import re
+
+    out = subprocess.run([sys.executable, str(REPO / "bench/flops.py")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["hours"] == pytest.approx(960.9)
+    readme = (REPO / "examples/librispeech/README.md").read_text(encoding="utf-8")
+    for r in figures["estimates"]:
+        row = re.search(rf"^\| `{r['model']}` \| (.*) \|$", readme, re.M)[1].split(" | ")
+        gpu = [float(x) for x in row[3].split(" / ")]
+        assert [float(row[0]), float(row[1]), float(row[2])] == pytest.approx(
+            [r["forward_gflop_per_audio_second"], r["train_tflop_per_step"], r["epoch_pflop"]], rel=0.02)
+        assert gpu == pytest.approx([r["gpu_hours_per_epoch"][t] for t in ("10", "30", "100")], rel=0.05)
+        cpu = float(re.search(r"≈ ([\d,]+)", row[4])[1].replace(",", ""))
+        assert cpu == pytest.approx(r["cpu_hours_per_epoch"], rel=0.05)
+        # a training step is 3 forward passes of 240 s of audio
+        assert r["train_tflop_per_step"] * 1e3 == pytest.approx(3 * 240 * r["forward_gflop_per_audio_second"])
