@@ -25,8 +25,10 @@ and renamed, so an interrupted build never leaves a half-written model.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import gzip
+import io
 import logging
 import os
 import shutil
@@ -38,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from deepspeech2.fileio import atomic_path, atomic_write, temp_prefix, write_json
+from deepspeech2.progress import progress_bar
 from deepspeech2.text import normalize
 
 logger = logging.getLogger(__name__)
@@ -48,6 +51,7 @@ MAX_ORDER = 6  # the KENLM_MAX_ORDER `make kenlm` compiles lmplz and build_binar
 UNKNOWN_WORD = "UNKNOWNWORD"  # the PaddlePaddle DS2 README's placeholder for words outside the top K
 ARPA_SPECIAL = ("<s>", "</s>", "<unk>")
 SUFFIXES = (".arpa", ".bin", ".unigrams.txt", ".json")
+PROGRESS_LINES = 100_000  # lines read between progress-bar refreshes
 ARPA_PREAMBLE_LINES = 100  # lines an ARPA model may hold before its \data\ line
 
 
@@ -268,11 +272,13 @@ def _write_corpus(config: LMConfig, out: Path) -> tuple[collections.Counter, int
     with open(out, "w", encoding="utf-8") as f:
         for path, weight in zip(config.text_paths, config.text_weights or [1] * len(config.text_paths)):
             try:
-                with _open_text(path) as lines:
+                with _open_text(path, "read") as (lines, tick):
                     for line in lines:
                         if not line.strip():
                             continue
                         read += 1
+                        if read % PROGRESS_LINES == 0:
+                            tick()
                         text = corpus_line(line, config.language, config.normalize, config.token, config.lowercase)
                         if not text:
                             dropped += 1
@@ -288,18 +294,28 @@ def _write_corpus(config: LMConfig, out: Path) -> tuple[collections.Counter, int
     return counts, read, dropped
 
 
-def _open_text(path: str | os.PathLike):
-    """A text file, or a gzipped one (`.gz`), for reading as UTF-8 (an odd byte never stops a build)."""
-    if str(path).endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+@contextlib.contextmanager
+def _open_text(path: str | os.PathLike, verb: str):
+    """A text file, or a gzipped one (`.gz`), read as UTF-8 (an odd byte never stops a build), with a progress bar
+    over its bytes on disk: yields `(text stream, tick)`, `tick()` bringing the bar to what has been read."""
+    raw = open(path, "rb")
+    stream = gzip.open(raw, "rt", encoding="utf-8", errors="replace") if str(path).endswith(".gz") else \
+        io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    bar = progress_bar(total=os.path.getsize(path), unit="B", unit_scale=True, leave=False,
+                       desc=f"{verb} {Path(path).name}")
+    try:
+        yield stream, lambda: bar.update(raw.tell() - bar.n)
+    finally:
+        bar.close()
+        stream.close()
+        raw.close()
 
 
 def _copy_arpa(src: Path, dst: Path, lowercase: bool) -> None:
     """An ARPA model (maybe gzipped) copied to `dst` as plain text, its words lower-cased with `lowercase` (the
     header, section names and numbers read the same in lower case; the markers <s>, </s>, <unk> are lower case)."""
     try:
-        with _open_text(src) as f, open(dst, "w", encoding="utf-8") as out:
+        with _open_text(src, "convert") as (f, tick), open(dst, "w", encoding="utf-8") as out:
             for _ in range(ARPA_PREAMBLE_LINES):  # blank lines or notes may come before \data\ (SRILM's do)
                 line = f.readline()
                 out.write(line)
@@ -309,6 +325,7 @@ def _copy_arpa(src: Path, dst: Path, lowercase: bool) -> None:
                 raise ValueError(f"`arpa`: {src} is not an ARPA model: no \\data\\ line at its start")
             while chunk := f.read(1 << 20):
                 out.write(chunk.lower() if lowercase else chunk)
+                tick()
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # a corrupt or cut .gz
         raise ValueError(f"`arpa`: {src} could not be read: {e}; download it again") from None
 
