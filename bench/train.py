@@ -13,6 +13,10 @@ XLA-compiled keras.ops CTC); XLA:CPU has slow convolutions and
 no oneDNN/AMX matmuls, so the model itself runs best in TF's executor.
 
     .venv/bin/python bench/train.py --steps 10 --variants bn_gru-bf16,cudnn_gru-fp32 --profile
+    .venv/bin/python bench/train.py --model ds2-paper-en --variants model-bf16 --batch 4 --steps 3
+
+`--model` times another preset instead (its own RNN with the variant `model-<precision>`), on the same
+utterances (`--batch` of them a step).
 
 `--device gpu` runs on the GPU TensorFlow sees (the default hides GPUs, so the CPU figures stay the CPU's). There
 `bn_gru` trains with the fused cuDNN kernel BatchNormRNN picks on a GPU, and `bn_gru_loop` is the same model with
@@ -49,7 +53,7 @@ import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-BATCH = 16
+BATCH = 16  # utterances a step (--batch)
 SECONDS = 5.0
 FRAMES = 500  # 5.0 s of 10 ms frames -> 249 -> 124 steps after the two stride-2 convs
 FEATURE_DIM = 161  # linear spectrogram bins
@@ -79,42 +83,30 @@ def _timed(fn) -> float:
 
 
 def train_step_flops(config, batch: int, frames: int) -> float:
-    """Multiply-add FLOPs of one training step: 3x the forward pass (forward, input and weight grads)."""
-    from deepspeech2.model import output_length
-    from deepspeech2.model.geometry import conv_output_length
+    """FLOPs of one training step: 3x the forward pass (forward, input and weight grads)."""
+    from deepspeech2.model.geometry import forward_flops
 
-    flops, time_steps, bins, channels = 0.0, frames, config.feature_dim, 1
-    for filters, (kt, kf), (st, sf) in zip(config.conv_filters, config.conv_kernel_sizes, config.conv_strides):
-        time_steps = conv_output_length(time_steps, kt, st, config.conv_padding)
-        bins = conv_output_length(bins, kf, sf, config.conv_padding)
-        flops += 2 * time_steps * bins * filters * kt * kf * channels
-        channels = filters
-    steps = output_length(config, frames)
-    features = config.frontend_output_dim
-    gates = {"gru": 3, "cudnn_gru": 3, "lstm": 4, "rnn": 1}[config.rnn_type]
-    directions = 2 if config.bidirectional else 1
-    for _ in range(config.rnn_layers):
-        flops += 2 * steps * directions * gates * config.rnn_units * (features + config.rnn_units)
-        features = config.rnn_units
-    flops += 2 * steps * features * config.vocab_size
-    return 3 * flops * batch
+    return 3 * forward_flops(config, frames) * batch
 
 
-def run_variant(variant: str, steps: int, warmup: int, xla_pieces: list[str], profile: bool) -> dict:
-    """Time `steps` training steps of one variant in this process; returns its figures."""
+def run_variant(variant: str, steps: int, warmup: int, xla_pieces: list[str], profile: bool,
+                model_name: str = "ds2-small") -> dict:
+    """Time `steps` training steps of one variant of preset `model_name` in this process; returns its figures."""
     import keras
     from keras import ops
 
-    from deepspeech2.model import DS2_SMALL, build_model, ctc_loss
+    from deepspeech2.model import build_model, ctc_loss, preset
 
     rnn, precision, *rest = variant.split("-")
-    if rnn not in ("bn_gru", "bn_gru_loop", "cudnn_gru") or precision not in ("fp32", "bf16") or rest not in (
+    if rnn not in ("bn_gru", "bn_gru_loop", "cudnn_gru", "model") or precision not in ("fp32", "bf16") or rest not in (
             [], ["xla"]):
-        raise ValueError(f"bad variant {variant!r}; expected <bn_gru|bn_gru_loop|cudnn_gru>-<fp32|bf16>[-xla]")
+        raise ValueError(f"bad variant {variant!r}; expected <bn_gru|bn_gru_loop|cudnn_gru|model>-<fp32|bf16>[-xla]")
     if rnn == "bn_gru_loop":
         os.environ["DS2_RNN_LOOP"] = "1"  # BatchNormRNN's time loop where it would pick the fused kernel
     keras.config.set_dtype_policy("mixed_bfloat16" if precision == "bf16" else "float32")
-    config = dataclasses.replace(DS2_SMALL, rnn_type="cudnn_gru" if rnn == "cudnn_gru" else "gru")
+    config = preset(model_name)
+    if rnn != "model":
+        config = dataclasses.replace(config, rnn_type="cudnn_gru" if rnn == "cudnn_gru" else "gru")
     model = build_model(config)
     optimizer = keras.optimizers.Adam(1e-4)
     optimizer.build(model.trainable_variables)
@@ -327,6 +319,7 @@ def step_floor_ms(breakdown: dict) -> float | None:
 
 
 def main():
+    global BATCH
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant (after warm-up)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps after the compiling one")
@@ -339,8 +332,11 @@ def main():
                              "`make bench-paddle-venv`), and each variant's ratio to it")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="cpu (GPUs hidden) or gpu (the GPU TensorFlow sees)")
+    parser.add_argument("--model", default="ds2-small", help="the preset to time (ds2-small, ds2-paper-en, ...)")
+    parser.add_argument("--batch", type=int, default=BATCH, help="utterances of 5 s a step")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one variant, JSON out
     args = parser.parse_args()
+    BATCH = args.batch
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     sys.path.insert(0, root)
     paddle_python = os.path.join(root, ".venv-paddle", "bin", "python")
@@ -349,7 +345,7 @@ def main():
 
     if args.child:
         pieces = [p for p in args.xla_pieces.split(",") if p in ("ctc", "adam")]
-        print(json.dumps(run_variant(args.variants, args.steps, args.warmup, pieces, args.profile)))
+        print(json.dumps(run_variant(args.variants, args.steps, args.warmup, pieces, args.profile, args.model)))
         return
 
     if args.device == "gpu" and not tf.config.list_physical_devices("GPU"):
@@ -361,7 +357,7 @@ def main():
     for variant in args.variants.split(","):
         command = [sys.executable, os.path.abspath(__file__), "--child", "--variants", variant,
                    "--steps", str(args.steps), "--warmup", str(args.warmup), "--xla_pieces", args.xla_pieces,
-                   "--device", args.device]
+                   "--device", args.device, "--model", args.model, "--batch", str(args.batch)]
         done = subprocess.run(command + (["--profile"] if args.profile else []), capture_output=True, text=True)
         if done.returncode:
             print(f"{variant}: failed\n{done.stderr[-3000:]}")

@@ -4,6 +4,9 @@
     ds2-build-lm --text_paths data/zh/tiny/lm_text.txt --out data/zh/tiny/lm/char5 --order 5 --token char
     ds2-build-lm --text_paths data/zh/tiny/lm_text.txt,data/zh/tiny/poetry.txt --text_weights 10,1 \
         --out data/zh/tiny/lm/char3 --order 3 --token char
+    ds2-build-lm --text_paths librispeech-lm-norm.txt.gz --nonormalize --lowercase --out data/librispeech/lm/ls4 \
+        --order 4 --prune 0,0,1,1
+    ds2-build-lm --arpa 4-gram.arpa.gz --lowercase --out data/librispeech/lm/official-4gram --nokeep_arpa
 
 Writes <out>.arpa, <out>.bin (KenLM trie), <out>.unigrams.txt (the LM's words, which the decoder loads
 next to a binary LM) and <out>.json (this config and the corpus counts). Each line is normalized like the
@@ -11,7 +14,9 @@ transcripts: English to [a-z' ] with numbers spelled out (lines that can't be re
 and counted); Mandarin (--token char, or --language zh) to characters, one LM token each: a character LM,
 which the beam search scores character by character (its beta is then a per-character bonus). The
 PaddlePaddle DS2 English LM is --order 5 --prune 0,1,1,1,1 --top_k 400000 --quantize_bits 8
---pointer_bits 22. Needs KenLM's lmplz and build_binary: `make kenlm`.
+--pointer_bits 22. --arpa takes an existing ARPA model instead of text (LibriSpeech's official ones: --lowercase,
+as they spell words in capitals) and gives it the same unigram list and binary. Text and ARPA files may be
+gzipped. Needs KenLM's lmplz and build_binary: `make kenlm`.
 """
 
 import sys
@@ -20,7 +25,8 @@ from absl import flags
 
 from deepspeech2.decode.lm import LMConfig, build_lm
 
-flags.DEFINE_list("text_paths", None, "Comma-separated text files, one sentence per line.")
+flags.DEFINE_list("text_paths", [], "Comma-separated text files (or .gz), one sentence per line.")
+flags.DEFINE_string("arpa", "", "An ARPA model (.arpa or .arpa.gz) to convert instead of building one from text.")
 flags.DEFINE_list("text_weights", [], "How many times each text file's lines count, one int per file (e.g. "
                   "10,1: a small in-domain text weighed against a large one). Default: once each.")
 flags.DEFINE_string("out", None, "Output prefix: writes <out>.arpa, <out>.bin, <out>.unigrams.txt, <out>.json.")
@@ -35,9 +41,11 @@ flags.DEFINE_boolean("binary", True, "Also build the KenLM binary (trie) <out>.b
 flags.DEFINE_integer("quantize_bits", 0, "build_binary -q/-b bits (e.g. 8); 0: no quantization.")
 flags.DEFINE_integer("pointer_bits", 0, "build_binary -a pointer compression bits (e.g. 22); 0: default.")
 flags.DEFINE_boolean("keep_arpa", True, "Keep <out>.arpa next to the binary.")
-flags.DEFINE_string("memory", "20%", "lmplz -S sorting memory (e.g. 20%, 2G).")
+flags.DEFINE_string("memory", "20%", "lmplz's and build_binary's -S sorting memory (e.g. 20%, 2G).")
 flags.DEFINE_boolean("normalize", True, "Normalize each line; --nonormalize for text already normalized.")
-flags.mark_flags_as_required(["text_paths", "out"])
+flags.DEFINE_boolean("lowercase", False, "Lower-case each line (with --nonormalize: text normalized in capitals, "
+                     "such as librispeech-lm-norm.txt), or the words of the --arpa model.")
+flags.mark_flags_as_required(["out"])
 FLAGS = flags.FLAGS
 
 
@@ -50,13 +58,15 @@ def main(argv):
                           token=FLAGS.token or "", order=FLAGS.order, prune=tuple(_ints(FLAGS.prune, "prune")),
                           top_k=FLAGS.top_k, binary=FLAGS.binary, quantize_bits=FLAGS.quantize_bits,
                           pointer_bits=FLAGS.pointer_bits, keep_arpa=FLAGS.keep_arpa, memory=FLAGS.memory,
-                          normalize=FLAGS.normalize)
+                          normalize=FLAGS.normalize, lowercase=FLAGS.lowercase, arpa=FLAGS.arpa)
         result = build_lm(config)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         sys.exit(f"ds2-build-lm: error: {e}")
-    print(f"{result.model_path}: {config.order}-gram LM, n-grams {result.ngrams}, {result.vocabulary_size} words "
-          f"in {result.unigrams_path}; {result.lines_read - result.lines_dropped} of {result.lines_read} lines "
-          f"used ({result.lines_dropped} could not be normalized), {result.tokens} tokens")
+    source = f"from {config.arpa}" if config.arpa else (
+        f"{result.lines_read - result.lines_dropped} of {result.lines_read} lines used ({result.lines_dropped} could "
+        f"not be normalized), {result.tokens} tokens")
+    print(f"{result.model_path}: {max(result.ngrams)}-gram LM, n-grams {result.ngrams}, {result.vocabulary_size} "
+          f"words in {result.unigrams_path}; {source}")
 
 
 def _ints(values, name):

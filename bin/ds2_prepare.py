@@ -24,6 +24,8 @@ commands:
   folder       import your own recordings: audio with a .txt/.lab transcript beside each, or a .tsv/.csv of
                path and text (Common Voice, DeepSpeech); --dev_fraction/--test_fraction hold speakers out
                (--corpus_dir, --out; --language, --speaker, --seed)
+  download     fetch a corpus: `download librispeech` gets openslr's tarballs and LM files into --out, each checked
+               against its published checksum, a stopped download resumed (--splits, --lm_files, --mirror)
 
 examples:
     ds2-prepare tiny --out data/tiny [--hours 1] [--seed 0] [--language en|zh]
@@ -36,6 +38,7 @@ examples:
     ds2-prepare librispeech --corpus_dir LibriSpeech --out data/librispeech
     ds2-prepare folder --corpus_dir ~/recordings --out data/mine --dev_fraction 0.1 --test_fraction 0.1
     ds2-prepare folder --corpus_dir cv-corpus-17.0-2024-03-15/en --out data/cv-en     # Common Voice's TSVs
+    ds2-prepare download librispeech --out /data/librispeech --splits dev-clean,test-clean --lm_files 4-gram.arpa.gz
 
 `validate` prints one line per problem and exits 1 if there are any; with --write_clean it writes the
 good lines to that file (and the dropped ones with their reasons next to it) and exits 0, or 1 when no
@@ -45,12 +48,14 @@ and why).
 """
 
 import functools
+import json
 import sys
+from pathlib import Path
 
 from absl import flags
 
 COMMANDS = ("tiny", "heldout", "noise", "poetry", "english", "validate", "normalize", "librispeech", "voxforge",
-            "aishell", "wsj", "wsj-lm", "chime4", "tedlium", "folder")
+            "aishell", "wsj", "wsj-lm", "chime4", "tedlium", "folder", "download")
 
 flags.DEFINE_string("out", None, "Output folder (tiny, heldout, noise, importers); the output manifest (normalize); "
                     "the text file (poetry, english, wsj-lm).")
@@ -110,6 +115,15 @@ flags.DEFINE_bool("decode", True, "validate: decode every file fully, not just i
 flags.DEFINE_string("write_clean", None, "validate: write the good lines here (an error if there are none).")
 flags.DEFINE_bool("strict", False, "validate: a file make-shards would resample or downmix is a problem, not a "
                   "warning.")
+flags.DEFINE_list("splits", None, "download librispeech: the splits to fetch (default: all seven).")
+flags.DEFINE_list("lm_files", [], "download librispeech: files of openslr resource 11 to fetch too, e.g. "
+                  "4-gram.arpa.gz,librispeech-lm-norm.txt.gz.")
+flags.DEFINE_string("mirror", "https://www.openslr.org", "download: where resources/12/ and resources/11/ are (an "
+                    "openslr mirror, e.g. https://openslr.elda.org, or a file:// folder).")
+flags.DEFINE_string("checksums", None, "download: a JSON table {file: {md5, sha256}} whose entries replace the "
+                    "published checksums of those files.")
+flags.DEFINE_bool("allow_unverified", False, "download: fetch files no checksum is known for, unchecked.")
+flags.DEFINE_bool("keep_archives", False, "download: keep the tarballs after unpacking them.")
 FLAGS = flags.FLAGS
 
 
@@ -144,6 +158,20 @@ def _normalize(manifest: str) -> int:
     return 0
 
 
+def _download(args: list[str]) -> int:
+    if args != ["librispeech"]:
+        raise ValueError("usage: ds2-prepare download librispeech --out DIR [--splits S,...] [--lm_files F,...]")
+    from deepspeech2.prepare.librispeech import SPLITS, LibriSpeechDownloadConfig, download_librispeech, read_checksums
+
+    config = LibriSpeechDownloadConfig(out_dir=FLAGS.out, splits=tuple(FLAGS.splits or SPLITS),
+                                       lm_files=tuple(FLAGS.lm_files), mirror=FLAGS.mirror,
+                                       checksums=read_checksums(FLAGS.checksums) if FLAGS.checksums else {},
+                                       allow_unverified=FLAGS.allow_unverified, keep_archives=FLAGS.keep_archives)
+    for f in download_librispeech(config):
+        print(f"{f.path}: {f.action}" + ("" if config.checksum(f.name) else " (no checksum known: unverified)"))
+    return 0
+
+
 def _prepare(command: str, args: list[str]) -> int:
     if command == "validate":
         if len(args) != 1:
@@ -151,6 +179,8 @@ def _prepare(command: str, args: list[str]) -> int:
         return _validate(args[0])
     if not FLAGS.out:
         raise ValueError(f"`--out` is required for `ds2-prepare {command}`")
+    if command == "download":
+        return _download(args)
     if command == "normalize":
         if len(args) != 1:
             raise ValueError("usage: ds2-prepare normalize MANIFEST --language en|zh --out OUT")
@@ -234,7 +264,18 @@ def _prepare(command: str, args: list[str]) -> int:
         manifests = prepare(FLAGS.corpus_dir, FLAGS.out, num_workers=FLAGS.num_workers)
     for split, utts in manifests.items():
         print(f"{FLAGS.out}/{split}.jsonl: {len(utts)} utterances, {sum(u.duration for u in utts) / 3600:.2f} h")
+        _print_skipped(Path(FLAGS.out) / f"{split}.report.json")
     return 0
+
+
+def _print_skipped(report: Path, most: int = 20) -> None:
+    """An importer's skips, one line each (the first `most`), and where all of them are."""
+    skipped = json.loads(report.read_text(encoding="utf-8"))["skipped"] if report.is_file() else []
+    for s in skipped[:most]:
+        print(f"  skipped {s.get('id') or s.get('path')}: {s['reason']}")
+    if skipped:
+        print(f"  {len(skipped)} skipped{f' ({len(skipped) - most} more not shown)' if len(skipped) > most else ''}"
+              f", listed in {report}")
 
 
 def main(argv):

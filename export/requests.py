@@ -14,7 +14,7 @@ import soundfile as sf
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 
-from deepspeech2.audio import to_pcm16
+from deepspeech2.audio import decode_audio_bytes, to_pcm16
 
 # An optional input of serving_default and transcribe_wav that ds2-serve takes besides the signature's (with
 # `nbest`, whose n-best it biases): string [n] (or a scalar), each a word or phrase for the server's beam search to
@@ -42,6 +42,20 @@ def wav_bytes(waveform: np.ndarray, sample_rate: int) -> bytes:
     return buffer.getvalue()
 
 
+def as_wav_bytes(data: bytes) -> bytes:
+    """An audio file's bytes as `transcribe_wav` takes them (tf.audio.decode_wav reads 16-bit PCM WAV only): a
+    16-bit PCM WAV's as they are; any other format libsndfile reads (FLAC, such as LibriSpeech's; 24-bit or float
+    WAV; Ogg) decoded, downmixed and written as a 16-bit WAV at its own rate. Bytes libsndfile can't read are
+    returned unchanged: the server's refusal says what is wrong with them."""
+    try:
+        info = sf.info(io.BytesIO(data))
+    except Exception:  # LibsndfileError / RuntimeError on bytes that aren't audio
+        return data
+    if info.format == "WAV" and info.subtype == "PCM_16":
+        return data
+    return wav_bytes(*decode_audio_bytes(data))
+
+
 def predict_request(model_name: str, signature: str, inputs: dict) -> predict_pb2.PredictRequest:
     """A PredictRequest for `signature` of model `model_name`.
 
@@ -59,4 +73,4 @@ def predict_request(model_name: str, signature: str, inputs: dict) -> predict_pb
     return request
 
 
-__all__ = ["HOTWORDS", "WORDS", "predict_request", "wav_bytes"]
+__all__ = ["HOTWORDS", "WORDS", "as_wav_bytes", "predict_request", "wav_bytes"]

@@ -29,7 +29,8 @@ import tensorflow as tf
 from tensorflow_serving.apis import get_model_metadata_pb2, predict_pb2, prediction_service_pb2_grpc
 
 from deepspeech2_export import FINAL, LENGTHS, STREAM_STEP, TRANSCRIBE_WAV, TRANSCRIPTS, WAV, WAVEFORMS
-from deepspeech2_export.requests import predict_request, wav_bytes  # the export's contract; re-exported here
+# The export's contract; re-exported here.
+from deepspeech2_export.requests import as_wav_bytes, predict_request, wav_bytes
 from deepspeech2_serving.servable import (NBEST, NBEST_SCORES, NBEST_TRANSCRIPTS, SEQUENCE, SESSION_ID,
                                           SESSION_TRANSCRIPTS)
 
@@ -42,7 +43,7 @@ class ClientConfig:
 
     server: str = "localhost:8500"  # host:port of ds2-serve or tensorflow_model_server
     model_name: str = "ds2"  # ModelSpec.name
-    files: tuple[str, ...] = ()  # WAV files, sent as they are
+    files: tuple[str, ...] = ()  # audio files, sent as WAV (a 16-bit PCM WAV as it is; FLAC and others decoded)
     manifest: str = ""  # or: lines of this manifest (references are kept)
     num_samples: int = 0  # with `manifest`: this many random lines (0: all)
     seed: int = 0  # the draw of `num_samples`
@@ -149,10 +150,15 @@ def signatures(stub, model_name: str, timeout: float = 30.0) -> dict:
     return dict(defs.signature_def)
 
 
+def _file_reader(path) -> Callable[[], bytes]:
+    """Reads the file when called, as WAV bytes (a FLAC, such as LibriSpeech's, is decoded first)."""
+    return lambda: as_wav_bytes(Path(path).read_bytes())
+
+
 def _inputs(config: ClientConfig) -> list[tuple[str, str | None, Callable[[], bytes]]]:
     """(source, reference, read: () -> the bytes to send) per input, in order; nothing is read yet."""
     if config.files:
-        return [(str(path), None, Path(path).read_bytes) for path in config.files]
+        return [(str(path), None, _file_reader(path)) for path in config.files]
     from deepspeech2.audio import audio_info
     from deepspeech2.data.manifest import load_utterance, read_manifest
 
@@ -164,7 +170,7 @@ def _inputs(config: ClientConfig) -> list[tuple[str, str | None, Callable[[], by
     def reader(u) -> Callable[[], bytes]:
         if u.is_segment:  # send only the segment, at its file's own rate
             return lambda: wav_bytes(load_utterance(u, sample_rate=None), audio_info(u.audio_filepath)[0])
-        return Path(u.audio_filepath).read_bytes
+        return _file_reader(u.audio_filepath)
 
     return [(u.audio_filepath, u.text, reader(u)) for u in utterances]
 

@@ -202,14 +202,16 @@ def synthetic_utterances(seconds: float, count: int = 8) -> tuple[list[bytes], l
 
 
 def file_utterances(paths: Sequence[str]) -> tuple[list[bytes], list[float]]:
-    """WAV files' bytes and durations."""
+    """Audio files as WAV bytes (FLAC and the like decoded first), and their durations."""
     import soundfile as sf
+
+    from deepspeech2_export.requests import as_wav_bytes
 
     data, seconds = [], []
     for path in paths:
         info = sf.info(path)
         with open(path, "rb") as f:
-            data.append(f.read())
+            data.append(as_wav_bytes(f.read()))
         seconds.append(info.frames / info.samplerate)
     return data, seconds
 
@@ -217,7 +219,7 @@ def file_utterances(paths: Sequence[str]) -> tuple[list[bytes], list[float]]:
 def main(argv: Sequence[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("files", nargs="*", help="WAV files to send (16 kHz); default: synthetic clips")
+    ap.add_argument("files", nargs="*", help="audio files to send (16 kHz), as WAV; default: synthetic clips")
     ap.add_argument("--server", default=LoadTestConfig.server)
     ap.add_argument("--model_name", default=LoadTestConfig.model_name)
     ap.add_argument("--streams", type=int, default=LoadTestConfig.streams, help="concurrent streams")

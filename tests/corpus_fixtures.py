@@ -36,10 +36,11 @@ class Fixture:
     corpus_dir: Path  # what to pass to prepare_<corpus>
     expected: dict[str, dict[str, Expected]]  # split -> utterance id -> what the manifest line holds
     skipped: dict[str, dict[str, str]]  # split -> {id or path fragment: reason fragment} the report must list
-    converted: bool  # True: audio is converted into output_dir/wav; False: the corpus WAVs are used in place
+    converted: bool  # True: audio is converted into output_dir/wav; False: the corpus' files are used in place
     sources: dict[str, Path] = field(default_factory=dict)  # utterance id -> original audio file
     excluded: dict[str, int] = field(default_factory=dict)  # split -> items left out by the split's definition
     prepare_kwargs: dict = field(default_factory=dict)  # extra keyword arguments for prepare_<corpus>
+    in_place: frozenset[str] = frozenset()  # with `converted`: utterance ids whose audio is used in place all the same
 
 
 def tone(frames: int, sample_rate: int, seed: int, channels: int = 1) -> np.ndarray:
@@ -69,7 +70,7 @@ def _text(path: Path, lines: list[str]) -> None:
 
 
 def make_librispeech(root: Path) -> Fixture:
-    """LibriSpeech/{dev-clean,test-clean}/<spk>/<chapter>/*.flac + .trans.txt, 16 kHz FLAC."""
+    """LibriSpeech/{dev-clean,test-clean}/<spk>/<chapter>/*.flac + .trans.txt, 16 kHz FLAC (used in place)."""
     base = root / "LibriSpeech"
     utts = {  # id: (split, raw transcript, normalized, frames)
         "84-121123-0000": ("dev-clean", "GO DO YOU HEAR", "go do you hear", 8000),
@@ -96,12 +97,13 @@ def make_librispeech(root: Path) -> Fixture:
     trans[base / "dev-clean/174/50561/174-50561.trans.txt"].append("174-50561-0002 THIS FLAC WAS NEVER COPIED")
     for path, lines in trans.items():
         _text(path, lines)
-    return Fixture(root, expected, {"dev-clean": {"84-121123-0002": CORRUPT, "174-50561-0002": MISSING}}, True,
+    return Fixture(root, expected, {"dev-clean": {"84-121123-0002": CORRUPT, "174-50561-0002": MISSING}}, False,
                    sources)
 
 
 def make_voxforge(root: Path) -> Fixture:
-    """Sessions as VoxForge names them: 48 kHz WAV (wav/) and 16 kHz FLAC (flac/), etc/PROMPTS in each.
+    """Sessions as VoxForge names them: 48 kHz WAV (wav/, converted) and 16 kHz FLAC (flac/, used in place),
+    etc/PROMPTS in each.
 
     Not every session folder is `<user>-<8 digits>-<suffix>`: `Aaron-20080320` has no suffix and
     `Kevin-2009041514a-xyz_2` has a 10-digit stamp with a letter and a `_2` tail. Kaldi's pattern
@@ -137,7 +139,7 @@ def make_voxforge(root: Path) -> Fixture:
         f.write("anonymous-20080504-qvg/mfc/a0403 NEVER RECORDED\n")
     return Fixture(root, {"train": expected},
                    {"train": {"Aaron-20080318-kdl/b0021": CORRUPT, "anonymous-20080504-qvg/a0403": MISSING}}, True,
-                   sources)
+                   sources, in_place=frozenset(u for u in expected if u.startswith(("Kevin", "anonymous"))))
 
 
 def make_aishell(root: Path) -> Fixture:
@@ -539,3 +541,28 @@ def make_common_voice(root: Path) -> Fixture:
         _text(base / f"{split}.tsv", lines)
     return Fixture(base, expected, {"train": {"common_voice_en_1004": MISSING,
                                               "train.tsv:6": "14 fields where the header has 13"}}, True, sources)
+
+
+def librispeech_tarballs(corpus_dir: Path, out: Path) -> dict[str, dict[str, str]]:
+    """Pack `corpus_dir/LibriSpeech` as openslr serves it: `out/resources/12/<split>.tar.gz` per split (its folder
+    and the top-level *.TXT files, under `LibriSpeech/`) and every file beside `LibriSpeech/` (the LM files) in
+    `out/resources/11/`. Returns their checksum table, `{name: {"md5": ..., "sha256": ...}}`."""
+    import hashlib
+    import shutil
+    import tarfile
+
+    base = corpus_dir / "LibriSpeech"
+    (out / "resources" / "12").mkdir(parents=True, exist_ok=True)
+    (out / "resources" / "11").mkdir(parents=True, exist_ok=True)
+    files = []
+    for split in sorted(p for p in base.iterdir() if p.is_dir()):
+        tarball = out / "resources" / "12" / f"{split.name}.tar.gz"
+        with tarfile.open(tarball, "w:gz") as tar:
+            for txt in sorted(base.glob("*.TXT")):
+                tar.add(txt, f"LibriSpeech/{txt.name}")
+            tar.add(split, f"LibriSpeech/{split.name}")
+        files.append(tarball)
+    for lm in sorted(p for p in corpus_dir.iterdir() if p.is_file()):
+        files.append(Path(shutil.copy(lm, out / "resources" / "11" / lm.name)))
+    return {f.name: {"md5": hashlib.md5(f.read_bytes()).hexdigest(),
+                     "sha256": hashlib.sha256(f.read_bytes()).hexdigest()} for f in files}

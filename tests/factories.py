@@ -1,5 +1,6 @@
 """Small factories shared by the tests: manifests of generated clips (`deepspeech2.audio.speech_like_clip`: no data
-download, no TTS), the offline model's log-probabilities, and the modules a piece of code loads.
+download, no TTS), the offline model's log-probabilities, the modules a piece of code loads, and a local HTTP file
+server with Range requests (for the downloads).
 
 The tests import it as `factories` (pytest puts tests/ on the path); bench/ scripts put tests/ on theirs."""
 
@@ -57,3 +58,54 @@ def modules_loaded_by(code: str, prefixes: tuple[str, ...], timeout: float = 300
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-3000:]
     return eval(out.stdout.strip().splitlines()[-1])  # noqa: S307  our own probe's printed list
+
+
+class FileServer:
+    """Python's http.server on 127.0.0.1 (a free port) serving the files under `root`, with HTTP Range requests
+    (`bytes=N-`, answered 206 with Content-Range), in a thread; records each request as `(path, first byte asked,
+    bytes sent)`. A context manager: `with FileServer(root) as server: server.url ...`."""
+
+    def __init__(self, root: str | os.PathLike):
+        import http.server
+        import threading
+
+        self.root, self.requests = Path(root), []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                path = owner.root / self.path.lstrip("/")
+                if not path.is_file():
+                    self.send_error(404)
+                    return
+                data = path.read_bytes()
+                start = 0
+                if self.headers.get("Range", "").startswith("bytes="):
+                    start = int(self.headers["Range"][len("bytes="):].split("-")[0])
+                    if start >= len(data):
+                        self.send_error(416)
+                        return
+                    self.send_response(206)
+                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                else:
+                    self.send_response(200)
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                owner.requests.append((self.path, start, len(data) - start))  # before the client can have it all
+                self.wfile.write(data[start:])
+
+            def log_message(self, *args):  # quiet
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FileServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()

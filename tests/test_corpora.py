@@ -56,14 +56,16 @@ def test_import_then_reimport(tmp_path, name):
             assert (u.offset or 0.0) == pytest.approx(want.offset)
             assert u.duration == pytest.approx(want.duration, abs=1e-3)
             info = sf.info(u.audio_filepath)
-            assert (info.format, info.subtype, info.samplerate, info.channels) == ("WAV", "PCM_16", 16000, 1)
+            assert (info.subtype, info.samplerate, info.channels) == ("PCM_16", 16000, 1)
+            converted = fx.converted and u.extra["id"] not in fx.in_place
+            assert info.format == "WAV" if converted else info.format == sf.info(fx.sources[u.extra["id"]]).format
             if not u.is_segment:  # whole-file utterances: duration is the file's length
                 assert u.duration == pytest.approx(info.frames / info.samplerate, abs=1e-4)
             else:  # segments lie inside their file
                 assert u.offset + u.duration <= info.frames / info.samplerate + 1e-4
-            under = out / "wav" if fx.converted else fx.corpus_dir
+            under = out / "wav" if converted else fx.corpus_dir
             assert Path(u.audio_filepath).is_relative_to(under.resolve()), u.audio_filepath
-            if not fx.converted:
+            if not converted:
                 assert Path(u.audio_filepath) == fx.sources[u.extra["id"]].resolve()
 
         report = json.loads((out / f"{split}.report.json").read_text())
@@ -82,13 +84,7 @@ def test_import_then_reimport(tmp_path, name):
 
 
 def test_converted_audio_matches_reference(tmp_path):
-    # FLAC -> WAV is lossless; 48 kHz -> 16 kHz equals scipy's polyphase resampler on the same samples.
-    fx = corpus_fixtures.make_librispeech(tmp_path / "ls")
-    utts = librispeech.prepare_librispeech(fx.corpus_dir, tmp_path / "out_ls", num_workers=1)["dev-clean"]
-    for u in utts:
-        src, _ = sf.read(fx.sources[u.extra["id"]], dtype="int16")
-        dst, _ = sf.read(u.audio_filepath, dtype="int16")
-        np.testing.assert_allclose(dst, src, atol=1)
+    # 48 kHz -> 16 kHz equals scipy's polyphase resampler on the same samples.
     fx = corpus_fixtures.make_voxforge(tmp_path / "vf")
     utts = voxforge.prepare_voxforge(fx.corpus_dir, tmp_path / "out_vf")["train"]
     u = next(u for u in utts if u.extra["id"] == "Aaron-20080318-kdl/b0019")
@@ -347,3 +343,61 @@ def test_wsj_lm_text(tmp_path):
 
     with pytest.raises(ValueError, match=r"no WSJ LM training text below `corpus_dir`.*13-32.1's wsj1/doc/lng_modl"):
         wsj.prepare_wsj_lm_text(tmp_path / "wsj/11-1.1", tmp_path / "x.txt")
+
+
+def test_flac_is_used_in_place_and_every_stage_reads_it_as_the_wav(tmp_path):
+    """LibriSpeech's FLACs (16 kHz mono 16-bit) are not copied: the manifest points at them, and validation,
+    make-shards, compute-stats and the evaluation/inference reader (load_utterance) get from them exactly what
+    they get from the same audio as 16-bit WAVs."""
+    from deepspeech2.data.manifest import load_utterance, replace, write_manifest
+    from deepspeech2.data.shards import ShardConfig, make_shards, read_shards, shard_paths
+    from deepspeech2.features import FeatureConfig
+    from deepspeech2.prepare.stats import compute_mean_std
+    from deepspeech2.prepare.validate import ValidationConfig, validate_manifest
+    from deepspeech2.vocab import Vocabulary
+
+    fx = corpus_fixtures.make_librispeech(tmp_path / "ls")
+    out = tmp_path / "out"
+    utts = librispeech.prepare_librispeech(fx.corpus_dir, out)["dev-clean"]
+    assert not (out / "wav").exists()  # nothing converted, nothing copied
+    assert [Path(u.audio_filepath) for u in utts] == [fx.sources[u.extra["id"]].resolve() for u in utts]
+    wavs = []
+    for u in utts:  # the reference: the same samples as WAV files
+        pcm, sr = sf.read(u.audio_filepath, dtype="int16")
+        sf.write(tmp_path / f"{u.extra['id']}.wav", pcm, sr, subtype="PCM_16")
+        wavs.append(replace(u, audio_filepath=str(tmp_path / f"{u.extra['id']}.wav")))
+    write_manifest(tmp_path / "wav.jsonl", wavs)
+    vocab = Vocabulary.english()
+
+    report = validate_manifest(out / "dev-clean.jsonl", ValidationConfig(vocab=vocab, strict=True, model=None))  # short clips
+    assert report.ok and not report.warnings and len(report.good) == len(utts)
+
+    make_shards(out / "dev-clean.jsonl", vocab, ShardConfig(str(tmp_path / "shards"), num_shards=1), progress=False)
+    records = {r["id"].numpy().decode(): r["pcm"].numpy() for r in read_shards(shard_paths(tmp_path / "shards"))}
+    assert len(records) == len(utts)
+    for u, w in zip(utts, wavs):
+        np.testing.assert_array_equal(records[u.extra["id"]], sf.read(w.audio_filepath, dtype="int16")[0])
+        np.testing.assert_array_equal(load_utterance(u), load_utterance(w))
+
+    flac_stats = compute_mean_std([out / "dev-clean.jsonl"], FeatureConfig())
+    wav_stats = compute_mean_std([tmp_path / "wav.jsonl"], FeatureConfig())
+    assert flac_stats.num_utterances == len(utts) and flac_stats.num_skipped == 0
+    np.testing.assert_array_equal(flac_stats.mean, wav_stats.mean)
+    np.testing.assert_array_equal(flac_stats.std, wav_stats.std)
+
+
+def test_ds2_prepare_lists_what_it_skipped(tmp_path):
+    import subprocess
+
+    fx = corpus_fixtures.make_librispeech(tmp_path / "ls")
+    out = subprocess.run([str(Path(sys.executable).parent / "ds2-prepare"), "librispeech", "--corpus_dir",
+                          str(fx.corpus_dir), "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = tmp_path / "out" / "dev-clean.report.json"
+    assert out.stdout.splitlines() == [
+        f"{tmp_path / 'out'}/dev-clean.jsonl: 4 utterances, 0.00 h",
+        *[f"  skipped {s['id']}: {s['reason']}" for s in json.loads(report.read_text())["skipped"]],
+        f"  2 skipped, listed in {report}",
+        f"{tmp_path / 'out'}/test-clean.jsonl: 1 utterances, 0.00 h"]
+    assert "174-50561-0002: audio file" in out.stdout and "84-121123-0002: audio file" in out.stdout

@@ -192,3 +192,60 @@ def test_cli_token_char_builds_a_character_lm_that_decodes(tmp_path):
     bad = subprocess.run(cli + ["--text_paths", str(tmp_path / "zh.txt"), "--out", str(tmp_path / "x"),
                                 "--token", "char", "--language", "en"], capture_output=True, text=True)
     assert bad.returncode == 1 and bad.stderr.strip().splitlines()[-1].startswith("ds2-build-lm: error: `token`")
+
+
+@needs_kenlm
+def test_gzipped_text_in_capitals_is_lowercased_without_normalizing(tmp_path):
+    """librispeech-lm-norm.txt.gz's shape: gzipped, normalized in capitals. --nonormalize --lowercase gives the LM
+    that the same text in lower case gives."""
+    import gzip
+
+    capitals = "THE CAT SAT ON THE MAT\nTHE DOG'S BONE\n\nA CAT AND A DOG\n"
+    with gzip.open(tmp_path / "lm-norm.txt.gz", "wt") as f:
+        f.write(capitals)
+    (tmp_path / "lower.txt").write_text(capitals.lower())
+    a = build_lm(LMConfig(text_paths=(str(tmp_path / "lm-norm.txt.gz"),), out=str(tmp_path / "a"), order=2,
+                          normalize=False, lowercase=True))
+    b = build_lm(LMConfig(text_paths=(str(tmp_path / "lower.txt"),), out=str(tmp_path / "b"), order=2))
+    assert a.arpa_path.read_text() == b.arpa_path.read_text()
+    assert a.unigrams_path.read_text() == b.unigrams_path.read_text() and "dog's\n" in a.unigrams_path.read_text()
+    assert (a.lines_read, a.lines_dropped, a.tokens) == (3, 0, 14)
+
+
+@needs_kenlm
+def test_an_official_arpa_in_capitals_becomes_a_lowercase_binary(tmp_path):
+    """LibriSpeech's official ARPA models (openslr 11) spell words in capitals, after a blank line: --arpa
+    --lowercase gives the same model over lower-case words, its unigram list and binary, which the decoder uses."""
+    import gzip
+
+    (tmp_path / "caps.txt").write_text(TEXT.upper())
+    caps = build_lm(LMConfig(text_paths=(str(tmp_path / "caps.txt"),), out=str(tmp_path / "caps"), order=3,
+                             normalize=False, binary=False))
+    with gzip.open(tmp_path / "3-gram.arpa.gz", "wt") as f:
+        f.write("\n" + caps.arpa_path.read_text())
+    cli = [sys.executable, str(Path(__file__).parents[1] / "bin" / "ds2_build_lm.py")]
+    done = subprocess.run(cli + ["--arpa", str(tmp_path / "3-gram.arpa.gz"), "--lowercase", "--out",
+                                 str(tmp_path / "lm" / "official"), "--nokeep_arpa"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"{tmp_path / 'lm' / 'official.bin'}: 3-gram LM, n-grams {caps.ngrams}")
+    assert sorted(p.name for p in (tmp_path / "lm").iterdir()) == ["official.bin", "official.json",
+                                                                  "official.unigrams.txt"]
+    words = (tmp_path / "lm" / "official.unigrams.txt").read_text().split()
+    assert sorted(words) == sorted(w.lower() for w in caps.unigrams_path.read_text().split())
+    upper, lower = kenlm.Model(str(caps.arpa_path)), kenlm.Model(str(tmp_path / "lm" / "official.bin"))
+    for sentence in ("the cat sat on the mat", "the mat sat on the dog", "a bones"):
+        assert lower.score(sentence) == pytest.approx(upper.score(sentence.upper()), abs=1e-4)
+    (tmp_path / "notes.txt").write_text("not a model\n")
+    with pytest.raises(ValueError, match=r"`arpa`: .*notes.txt is not an ARPA model"):
+        build_lm(LMConfig(text_paths=(), arpa=str(tmp_path / "notes.txt"), out=str(tmp_path / "x")))
+    with pytest.raises(ValueError, match="not both"):
+        LMConfig(text_paths=("a.txt",), arpa="b.arpa", out="x")
+
+
+@needs_kenlm
+def test_a_corrupt_gzip_is_named(tmp_path):
+    (tmp_path / "lm-norm.txt.gz").write_bytes(b"not gzip at all\n")
+    with pytest.raises(ValueError, match=r"`.*lm-norm.txt.gz` could not be read: .*download it again"):
+        build_lm(LMConfig(text_paths=(str(tmp_path / "lm-norm.txt.gz"),), out=str(tmp_path / "x")))
+    with pytest.raises(ValueError, match=r"`arpa`: .*lm-norm.txt.gz could not be read: .*download it again"):
+        build_lm(LMConfig(text_paths=(), arpa=str(tmp_path / "lm-norm.txt.gz"), out=str(tmp_path / "x")))

@@ -659,3 +659,28 @@ def test_model_runs_on_jax_backend(tmp_path):
     result = subprocess.run([sys.executable, "-c", _JAX_SCRIPT, str(tmp_path)], env=env, capture_output=True,
                             text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("name", ["tiny", "ds2-small", "ds2-paper-en", "ds2-streaming", "ds1", "fc-lstm"])
+def test_forward_flops_count_every_weight_at_its_positions(name):
+    """`forward_flops` (geometry, TF-free) against a count from the built model's kernels: each conv kernel at its
+    output positions, every other kernel (FC, RNN input and recurrent, row conv, logits) once a step and direction.
+    The presets' geometry with fewer RNN units, so that they build in a moment."""
+    from deepspeech2.model.geometry import conv_output_length, forward_flops
+
+    config = dataclasses.replace(PRESETS[name], rnn_units=min(PRESETS[name].rnn_units, 48)) if name in PRESETS \
+        else dataclasses.replace(TINY, rnn_type="lstm", fc_before_units=(24,), fc_after_units=(12,))
+    frames = 1000
+    t, f, positions = frames, config.feature_dim, []
+    for (kt, kf), (st, sf) in zip(config.conv_kernel_sizes, config.conv_strides):
+        t, f = conv_output_length(t, kt, st, config.conv_padding), conv_output_length(f, kf, sf, config.conv_padding)
+        positions.append(t * f)
+    steps = output_length(config, frames)
+    keras.utils.set_random_seed(0)
+    expected, convs = 0, iter(positions)
+    for w in build_model(config).weights:
+        if w.path.endswith("/kernel") and len(w.shape) == 4:  # (kt, kf, in, out)
+            expected += 2 * next(convs) * np.prod(w.shape)
+        elif "kernel" in w.path:  # (in, out) matmuls, both directions' recurrent ones, the row conv (taps, units)
+            expected += 2 * steps * np.prod(w.shape)
+    assert forward_flops(config, frames) == pytest.approx(float(expected), rel=1e-12)

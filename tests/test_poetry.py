@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from deepspeech2.data.manifest import Utterance, write_manifest
-from deepspeech2.prepare.poetry import (PoetryTextConfig, documents, fetch, near_held_out, prepare_poetry,
-                                        read_tarball)
+from deepspeech2.prepare.poetry import PoetryTextConfig, documents, near_held_out, prepare_poetry, read_tarball
 
 # Two Tang poems in Traditional characters (as quantangshi has them), a Song ci in Simplified ones.
 TANG = [{"author": "李白", "title": "靜夜思", "paragraphs": ["床前明月光，疑是地上霜。", "舉頭望明月，低頭思故鄉。"]},
@@ -113,17 +112,17 @@ def test_errors(tmp_path):
     assert not (tmp_path / "p.txt").exists()
 
 
-def test_fetch_checks_the_hash_and_reuses_a_good_copy(tmp_path):
+def test_the_tarball_is_downloaded_once_and_its_hash_checked(tmp_path):
     src = _tarball(tmp_path / "src.tgz")
+    config = dict(out=str(tmp_path / "p.txt"), url=src.as_uri(), cache_dir=str(tmp_path / "cache"), progress=False)
+    with pytest.raises(ValueError, match="src.tgz: SHA-256 .*, expected 0{64}"):
+        prepare_poetry(PoetryTextConfig(**config, sha256="0" * 64))
     digest = hashlib.sha256(src.read_bytes()).hexdigest()
-    dest = tmp_path / "cache" / "cp.tgz"
-    with pytest.raises(ValueError, match="SHA-256"):
-        fetch(src.as_uri(), dest, "0" * 64, progress=False)
-    assert not dest.exists() and list((tmp_path / "cache").iterdir()) == []  # nothing half-written
-    assert fetch(src.as_uri(), dest, digest, progress=False) == dest and dest.read_bytes() == src.read_bytes()
-    assert fetch((tmp_path / "gone.tgz").as_uri(), dest, digest, progress=False) == dest  # no download again
-    with pytest.raises(RuntimeError, match="--tarball"):
-        fetch((tmp_path / "gone.tgz").as_uri(), tmp_path / "cache" / "other.tgz", digest, progress=False)
+    prepare_poetry(PoetryTextConfig(**config, sha256=digest))
+    src.unlink()  # the cached copy serves from now on
+    assert prepare_poetry(PoetryTextConfig(**config, sha256=digest)).tarball == str(tmp_path / "cache" / "src.tgz")
+    with pytest.raises(RuntimeError, match="by hand and pass it with --tarball"):
+        prepare_poetry(PoetryTextConfig(**{**config, "cache_dir": str(tmp_path / "empty")}, sha256=digest))
 
 
 def test_cli(tmp_path):

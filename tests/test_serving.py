@@ -19,11 +19,12 @@ import grpc
 import keras
 import numpy as np
 import pytest
+import soundfile as sf
 import tensorflow as tf
 from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,
                                      prediction_service_pb2_grpc)
 
-from deepspeech2.audio import speech_like_clip
+from deepspeech2.audio import speech_like_clip, to_pcm16
 from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.decode import Decoder, DecoderConfig
@@ -34,7 +35,7 @@ from deepspeech2.model import TINY, build_model
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import ASSETS_EXTRA
-from deepspeech2_export.requests import predict_request, wav_bytes
+from deepspeech2_export.requests import as_wav_bytes, predict_request, wav_bytes
 from deepspeech2_export.saved_model import ExportConfig, export_model
 from deepspeech2_serving.client import wav_request
 from deepspeech2_serving.loadtest import LoadTestConfig, load_test
@@ -299,6 +300,23 @@ def test_ds2_client(server, clips, references, tmp_path):
     assert bad.returncode != 0
     [line] = bad.stderr.strip().splitlines()
     assert line.startswith("ds2-client: error: ") and "unknown model 'nope'" in line
+
+
+def test_the_client_sends_a_flac_as_wav(server, clips, references, tmp_path):
+    """transcribe_wav reads WAV only (tf.audio.decode_wav); a FLAC, such as LibriSpeech's that the importer uses in
+    place, goes out as the WAV of its samples, from a file list and from a manifest."""
+    from deepspeech2_serving.client import ClientConfig, transcribe
+
+    flac = tmp_path / "clip.flac"
+    sf.write(flac, to_pcm16(clips[1]), RATE, subtype="PCM_16", format="FLAC")
+    assert as_wav_bytes(flac.read_bytes()) == wav_bytes(clips[1], RATE)
+    assert as_wav_bytes(wav_bytes(clips[1], RATE)) == wav_bytes(clips[1], RATE)  # a 16-bit WAV goes as it is
+    assert as_wav_bytes(b"not audio") == b"not audio"  # the server says what is wrong with it
+    write_manifest(tmp_path / "m.jsonl", [Utterance(str(flac), len(clips[1]) / RATE, "hello world")])
+    for config in (ClientConfig(server.address, files=(str(flac),)),
+                   ClientConfig(server.address, manifest=str(tmp_path / "m.jsonl"))):
+        [result] = list(transcribe(config))
+        assert (result.error, result.transcript) == (None, references[1][1])
 
 
 def test_load_test(server, clips):

@@ -456,10 +456,12 @@ def test_workdir_is_locked_and_checked(data, tmp_path, capsys):
     with pytest.raises(ValueError, match="is a file, not a folder"):
         train(_config(data, tmp_path / "file", epochs=1))
     first = train(_config(data, run, epochs=1, dev_shards=()))  # the lock was released
+    events = sorted((run / "tensorboard").rglob("events.out.tfevents.*"))
     config = dataclasses.replace(_config(data, run, epochs=1, dev_shards=()), verbose=1)
     again = train(config)
     assert again["step"] == first["step"] and again["loss"] == []
     assert f"{run} is already trained to epoch 1 (--epochs 1); nothing to do" in capsys.readouterr().out
+    assert sorted((run / "tensorboard").rglob("events.out.tfevents.*")) == events  # no new, empty event files
 
 
 # -- the devices: a GPU TensorFlow can't use, the preflight, --dry_run ------------------------------------------

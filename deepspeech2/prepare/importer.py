@@ -1,11 +1,12 @@
-"""Machinery shared by the corpus importers: find audio, convert it to 16 kHz WAV in parallel, write
-manifests and skip reports.
+"""Machinery shared by the corpus importers: find audio, convert what must be converted to 16 kHz WAV in
+parallel, write manifests and skip reports.
 
 Every importer scans its corpus into `Entry`s (one per utterance, text already normalized) plus the
 `Skip`s it found while scanning (an utterance without a transcript, ...) and counts of what the split's
 definition leaves out (TED-LIUM's non-speech segments, WSJ's speaker 401), then calls `build_split`. That
-resolves each distinct audio file once, in a thread pool: a 16 kHz mono 16-bit WAV is used in place;
-anything else (FLAC, 48 kHz, stereo, NIST SPHERE) is converted to `output_dir/wav/<path in the corpus>.wav`.
+resolves each distinct audio file once, in a thread pool: a 16 kHz mono 16-bit WAV or FLAC is used in place
+(every reader of a manifest decodes with libsndfile; LibriSpeech's 960 h need no second, WAV copy); anything
+else (48 kHz, stereo, 24-bit, NIST SPHERE) is converted to `output_dir/wav/<path in the corpus>.wav`.
 A conversion whose output exists is skipped (outputs are atomic, so existing means finished), and the
 manifest and report are only rewritten when their contents change, so running twice is a no-op.
 """
@@ -162,18 +163,22 @@ def _decode_shorten(src: Path) -> np.ndarray:
         return load_audio(wav, sample_rate=SAMPLE_RATE)
 
 
-def _is_model_ready_wav(info) -> bool:
-    # tf.audio.decode_wav (the training input pipeline) reads 16-bit PCM RIFF only.
-    return (info.format == "WAV" and info.subtype == "PCM_16" and info.samplerate == SAMPLE_RATE
+# Formats used in place: lossless 16-bit PCM, which make-shards stores as it is (int16), read by libsndfile as
+# every manifest reader does (deepspeech2.audio). FLAC keeps LibriSpeech at about half the size of its WAVs.
+IN_PLACE_FORMATS = ("WAV", "FLAC")
+
+
+def _usable_in_place(info) -> bool:
+    return (info.format in IN_PLACE_FORMATS and info.subtype == "PCM_16" and info.samplerate == SAMPLE_RATE
             and info.channels == 1)
 
 
 def resolve_audio(src: Path, dst: Path) -> tuple[Path, float]:
-    """Make `src` available as a 16 kHz mono 16-bit WAV.
+    """Make `src` available as 16 kHz mono 16-bit audio: itself if it is a WAV or FLAC of that kind, else a WAV.
 
     Returns:
-        `(wav_path, duration_seconds)`: `src` itself when it already is such a WAV, else `dst`
-        (written now, or reused if it exists). The duration is frames / sample rate of that WAV.
+        `(audio_path, duration_seconds)`: `src` itself when it is usable in place, else `dst`
+        (written now, or reused if it exists). The duration is frames / sample rate of that file.
 
     Raises:
         ValueError: the audio is corrupt, empty, or needs a tool that isn't installed.
@@ -195,7 +200,7 @@ def resolve_audio(src: Path, dst: Path) -> tuple[Path, float]:
             raise ValueError(f"audio file `{src}` could not be read: {getattr(e, 'error_string', e)}") from None
         if info.frames == 0:
             raise ValueError(f"audio file `{src}` has no samples")
-        if _is_model_ready_wav(info):
+        if _usable_in_place(info):
             return src, info.frames / info.samplerate
         wav = load_audio(src, sample_rate=SAMPLE_RATE)
     if wav.size == 0:

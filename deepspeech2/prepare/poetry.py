@@ -23,13 +23,11 @@ out. A JSON file that doesn't parse is skipped, counted and logged.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import re
 import tarfile
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
@@ -37,7 +35,8 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.fileio import atomic_path, atomic_write, write_json
+from deepspeech2.fileio import atomic_write, write_json
+from deepspeech2.prepare.download import Checksum, fetch
 from deepspeech2.prepare.sentences import zh_sentences
 from deepspeech2.progress import progress_bar
 
@@ -83,45 +82,6 @@ class PoetryTextReport:
     near_held_out: int = 0  # documents dropped for a held-out sentence or a shared n-gram
     sentences: int = 0  # lines written
     characters: int = 0
-
-
-def fetch(url: str, dest: str | os.PathLike, sha256: str = "", progress: bool = True,
-          by_hand: str = "pass it with --tarball (`tarball` in PoetryTextConfig)") -> Path:
-    """`url` downloaded to `dest` (atomically), unless `dest` is there with the right SHA-256 already.
-
-    Args:
-        by_hand: how a user provides the file when the download fails ("download it by hand and ...").
-
-    Raises:
-        RuntimeError: the download failed (the message says how to provide the file by hand).
-        ValueError: the file's SHA-256 is not `sha256`.
-    """
-    dest = Path(dest)
-    if dest.is_file() and (not sha256 or _sha256(dest) == sha256):
-        return dest
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response, atomic_path(dest) as tmp:
-            total = int(response.headers.get("Content-Length") or 0) or None
-            with open(tmp, "wb") as f, progress_bar(total=total, unit="B", unit_scale=True, show=progress,
-                                                    desc=f"download {dest.name}") as bar:
-                while chunk := response.read(1 << 20):
-                    f.write(chunk)
-                    bar.update(len(chunk))
-            got = _sha256(tmp)
-            if sha256 and got != sha256:
-                raise ValueError(f"{url}: SHA-256 {got}, expected {sha256}; the download is corrupt or the "
-                                 f"package changed (retry, or download a checked copy by hand and {by_hand})")
-    except OSError as e:  # URLError, timeouts, a full disk
-        raise RuntimeError(f"could not download {url} to {dest}: {e}; download it by hand and {by_hand}") from e
-    return dest
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _strings(value) -> Iterator[str]:
@@ -239,8 +199,9 @@ def prepare_poetry(config: PoetryTextConfig) -> PoetryTextReport:
         if not tarball.is_file():
             raise FileNotFoundError(f"`tarball` {tarball} does not exist")
     else:
-        tarball = fetch(config.url, Path(config.cache_dir) / config.url.rsplit("/", 1)[-1], config.sha256,
-                        config.progress)
+        tarball = fetch(config.url, Path(config.cache_dir) / config.url.rsplit("/", 1)[-1],
+                        Checksum(sha256=config.sha256), config.progress,
+                        by_hand="pass it with --tarball (`tarball` in PoetryTextConfig)")
     report = PoetryTextReport(out=config.out, tarball=str(tarball), held_out_sentences=len(set(held)))
     converter = opencc.OpenCC("t2s")
     seen, docs = set(), []

@@ -191,10 +191,10 @@ class Trainer:
         self.forward = tf.function(forward, jit_compile=True) if config.jit_compile else forward
         self.eval_fn = tf.function(lambda f, n: self.model({"features": f, "feature_lengths": n}, training=False),
                                    reduce_retracing=True)
-        if self.chief:
+        if self.chief and int(self.epoch.numpy()) < config.epochs:
             self.train_writer = tf.summary.create_file_writer(str(workdir / "tensorboard" / "train"))
             self.dev_writer = tf.summary.create_file_writer(str(workdir / "tensorboard" / "dev"))
-        else:  # only the chief's summaries are kept
+        else:  # only the chief's summaries are kept; a re-run of a finished job writes none (no empty event files)
             self.train_writer = self.dev_writer = tf.summary.create_noop_writer()
         self.train_step = None  # traced on the first batch: every epoch's batches have the same spec
         # Per applied step: loss, learning rate, global gradient norm (before clipping); per epoch: dev WER/CER.
