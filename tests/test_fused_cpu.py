@@ -113,6 +113,8 @@ def test_batch_norm_rnn_trains_with_it_and_infers_with_the_loop(monkeypatch):
         return {op.type for op in graph.get_operations()}
 
     assert "Ds2GruForward" in op_types(True) and "Ds2GruForward" not in op_types(False)
+    xla = tf.function(lambda x, lengths: layer(x, lengths, training=True), jit_compile=True)
+    assert "Ds2GruForward" not in {op.type for op in xla.get_concrete_function(x, lengths).graph.get_operations()}
     monkeypatch.setenv("DS2_RNN_LOOP", "1")
     assert "Ds2GruForward" not in op_types(True)
     assert not rnn.cpu_kernel_available("lstm", "float32") and not rnn.cpu_kernel_available("rnn", "float32")
