@@ -14,7 +14,12 @@ BIN := $(VENV)/bin
 # (requirements-gpu.lock: Linux x86-64 with an NVIDIA driver).
 GPU ?=
 GPU_STAMP := $(VENV)/.installed-gpu
-deps: $(STAMP) $(if $(filter-out 0,$(GPU)),$(GPU_STAMP))
+# The fused CPU GRU's library (below).
+FUSED_SRC := deepspeech2/model/fused_cpu.cc
+FUSED_LIB ?= deepspeech2/model/_fused_cpu.so
+FUSED_STAMP ?= $(VENV)/.fused-cpu
+FUSED_LOG ?= $(VENV)/fused-cpu-build.log
+deps: $(STAMP) $(if $(filter-out 0,$(GPU)),$(GPU_STAMP)) $(FUSED_STAMP)
 	@tools/apt-deps.sh base
 
 $(GPU_STAMP): requirements-gpu.lock $(STAMP)
@@ -27,6 +32,20 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.lock
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+# The fused CPU GRU that BatchNormRNN trains with (deepspeech2/model/fused_cpu.cc): a TensorFlow custom op compiled
+# against the venv's TensorFlow (its headers and flags) with g++, and loaded once to check it. Where it can't be built
+# or loaded, one line says so and the install goes on: training then uses the time loop. Built once per venv and
+# source; `rm $(FUSED_STAMP)` and `make deps` try again (after `apt-get install g++`, say).
+TF_FLAGS = $(PY) -c "import tensorflow as tf; print(*tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags())"
+$(FUSED_STAMP): $(FUSED_SRC) $(STAMP)
+	@tools/apt-deps.sh kernels > /dev/null 2>&1 || true
+	@rm -f $(FUSED_LIB) && if flags=$$($(TF_FLAGS) 2> $(FUSED_LOG)) && \
+		$(CXX) -O3 -shared -fPIC -Wno-deprecated-declarations $(FUSED_SRC) -o $(FUSED_LIB).tmp $$flags >> $(FUSED_LOG) 2>&1 && \
+		$(PY) -c "import sys, tensorflow as tf; tf.load_op_library(sys.argv[1])" $(FUSED_LIB).tmp >> $(FUSED_LOG) 2>&1; \
+	then mv $(FUSED_LIB).tmp $(FUSED_LIB) && echo "fused CPU GRU built: $(FUSED_LIB)"; \
+	else rm -f $(FUSED_LIB).tmp; echo "fused CPU GRU not built ($(CXX) and TensorFlow's headers: $(FUSED_LOG)); training uses the time loop"; fi
 	@touch $@
 
 # ---------------------------------------------------------------------------------------------------
@@ -389,4 +408,4 @@ $(VENV)/bin/lmplz:
 	install -m 755 $(KENLM_BUILD)/build/bin/lmplz $(KENLM_BUILD)/build/bin/build_binary $(VENV)/bin/
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(FUSED_LIB)

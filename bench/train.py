@@ -18,9 +18,9 @@ no oneDNN/AMX matmuls, so the model itself runs best in TF's executor.
 `--model` times another preset instead (its own RNN with the variant `model-<precision>`), on the same
 utterances (`--batch` of them a step).
 
-`--device gpu` runs on the GPU TensorFlow sees (the default hides GPUs, so the CPU figures stay the CPU's). There
-`bn_gru` trains with the fused cuDNN kernel BatchNormRNN picks on a GPU, and `bn_gru_loop` is the same model with
-the time loop (DS2_RNN_LOOP=1), to compare.
+`bn_gru` trains with the fused kernel BatchNormRNN picks: on a CPU the fused CPU GRU where `make deps` built it
+(deepspeech2/model/fused_cpu.cc), with `--device gpu` (the GPU TensorFlow sees; the default hides GPUs, so the CPU
+figures stay the CPU's) cuDNN's. `bn_gru_loop` is the same model with the time loop (DS2_RNN_LOOP=1), to compare.
 
 The last line printed is a JSON list of {"name", "value", "unit"}.
 """
@@ -102,7 +102,7 @@ def run_variant(variant: str, steps: int, warmup: int, xla_pieces: list[str], pr
             [], ["xla"]):
         raise ValueError(f"bad variant {variant!r}; expected <bn_gru|bn_gru_loop|cudnn_gru|model>-<fp32|bf16>[-xla]")
     if rnn == "bn_gru_loop":
-        os.environ["DS2_RNN_LOOP"] = "1"  # BatchNormRNN's time loop where it would pick the fused kernel
+        os.environ["DS2_RNN_LOOP"] = "1"  # BatchNormRNN's time loop where it would pick a fused kernel
     keras.config.set_dtype_policy("mixed_bfloat16" if precision == "bf16" else "float32")
     config = preset(model_name)
     if rnn != "model":
@@ -172,7 +172,7 @@ def _breakdown(model, apply_gradients, loss_fn, args, jit: bool) -> dict:
     """Median ms of each part of the step run on its own (forward + backward, unless marked)."""
     from keras import ops
 
-    from deepspeech2.model import BatchNormRNN, gru_recurrence
+    from deepspeech2.model import BatchNormRNN, gru_recurrence, rnn
 
     features, lengths, labels, label_lengths = args
     front = model.get_layer("frontend")
@@ -225,6 +225,17 @@ def _breakdown(model, apply_gradients, loss_fn, args, jit: bool) -> dict:
 
         parts["  one GRU time loop alone, forward"] = loop_forward
         parts["  one GRU time loop alone, forward+backward"] = loop_only
+        if rnn.cpu_kernel_available("gru", kernel.dtype.name):  # what BatchNormRNN trains with here
+            def fused_only():
+                with tf.GradientTape() as tape:
+                    tape.watch([x_proj, kernel])
+                    loss = tf.reduce_sum(rnn.gru_fused_cpu(x_proj, mask, tf.zeros((features.shape[0], units)), kernel,
+                                                           tf.zeros((3 * units,))))
+                return tape.gradient(loss, [x_proj, kernel])
+
+            parts["  the fused CPU GRU alone, forward"] = lambda: rnn.gru_fused_cpu(
+                x_proj, mask, tf.zeros((features.shape[0], units)), kernel, tf.zeros((3 * units,)))
+            parts["  the fused CPU GRU alone, forward+backward"] = fused_only
         if not jit:  # the lever "XLA on the loop alone": the same loop compiled by XLA, this shape only
             parts["  the same loop under XLA, forward"] = tf.function(loop_forward, jit_compile=True)
             parts["  the same loop under XLA, forward+backward"] = tf.function(loop_only, jit_compile=True)

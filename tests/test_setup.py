@@ -70,3 +70,21 @@ def test_the_wheel_installs_and_runs_without_make(tmp_path):
     package, page = where.stdout.split()
     assert Path(package).is_relative_to(venv), f"deepspeech2 came from {package}, not the wheel"
     assert page == "True", "the ds2-demo page (serving/web) is missing from the wheel"
+
+
+def test_the_fused_cpu_gru_failing_to_build_leaves_a_working_install(tmp_path):
+    """`make deps` where the op library can't be built (here a compiler that does not exist): one line says so, make
+    succeeds, no library is left, and the venv trains with the time loop."""
+    lib, stamp = tmp_path / "_fused_cpu.so", tmp_path / "stamp"
+    out = subprocess.run(["make", "--no-print-directory", str(stamp), f"FUSED_STAMP={stamp}", f"FUSED_LIB={lib}",
+                          f"FUSED_LOG={tmp_path / 'build.log'}", "CXX=/nonexistent/g++", "-o", ".venv/.installed"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1].startswith("fused CPU GRU not built (/nonexistent/g++")
+    assert "training uses the time loop" in out.stdout and stamp.exists() and not lib.exists()
+    code = ("import sys, tensorflow as tf; from deepspeech2.model import BatchNormRNN, fused_cpu, rnn; "
+            "fused_cpu.LIBRARY = fused_cpu.LIBRARY.with_name(sys.argv[1]); "
+            "assert not rnn.cpu_kernel_available('gru', 'float32'); "
+            "y = BatchNormRNN(4)(tf.ones((2, 3, 5)), tf.constant([3, 1]), training=True); print(y.shape)")
+    ran = subprocess.run([sys.executable, "-c", code, lib.name + ".missing"], capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout.strip() == "(2, 3, 4)", ran.stderr[-2000:]

@@ -2,6 +2,7 @@
 # Make sure the Debian packages a target needs are installed.
 #   tools/apt-deps.sh base    # audio + corpus synthesis (make demo / make test)
 #   tools/apt-deps.sh kenlm   # compilers and libraries for lmplz/build_binary (make kenlm)
+#   tools/apt-deps.sh kernels # the C++ compiler for the fused CPU GRU (make deps; without it training uses the loop)
 #   tools/apt-deps.sh browser # headless Chromium and its WebDriver, for the ds2-demo browser test
 #   tools/apt-deps.sh heldout # festival and three English voices, for make demo-heldout
 #   tools/apt-deps.sh people  # libspandsp2, the G.722 decoder for Asterisk's prompts: make demo-people (examples/people)
@@ -15,6 +16,7 @@ set -euo pipefail
 base=(espeak-ng flite sox libsox-fmt-all libsndfile1 fortunes fortunes-zh)
 kenlm=(cmake g++ make libboost-program-options-dev libboost-system-dev libboost-thread-dev
        libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev libeigen3-dev)
+kernels=(g++)
 browser=(chromium chromium-driver)
 heldout=(festival festvox-kdlpc16k festvox-kallpc16k festvox-us-slt-hts)
 people=(libspandsp2)
@@ -75,6 +77,7 @@ for set in "$@"; do
   case "$set" in
     base) want+=("${base[@]}") ;;
     kenlm) want+=("${kenlm[@]}") ;;
+    kernels) want+=("${kernels[@]}") ;;
     browser) want+=("${browser[@]}") ;;
     heldout) want+=("${heldout[@]}") ;;
     people) want+=("${people[@]}") ;;
@@ -86,7 +89,7 @@ for set in "$@"; do
           break
         fi
       done ;;
-    *) echo "apt-deps.sh: unknown package set '$set' (expected: base, kenlm, browser, heldout, lmtext, voices)" >&2
+    *) echo "apt-deps.sh: unknown package set '$set' (expected: base, kenlm, kernels, browser, heldout, lmtext, voices)" >&2
        exit 2 ;;
   esac
 done

@@ -237,6 +237,32 @@ def rnn_recurrence(x, mask, initial_state, kernel, bias):
     return states, grad
 
 
+def gru_fused_cpu(x, mask, initial_state, kernel, bias):
+    """`gru_recurrence` through the fused CPU ops (`fused_cpu.py`): the same arguments, states and gradients.
+
+    The forward op keeps each step's gates for the backward op, whose reverse loop returns the gradients of `x`, of
+    `U h + b` and of the initial state; the recurrent weight gradient is one matmul over all steps here, as in the
+    loop's gradient.
+    """
+    from deepspeech2.model import fused_cpu
+
+    lib = fused_cpu.library()
+
+    @ops.custom_gradient
+    def recurrence(x, mask, initial_state, kernel, bias):
+        states, gates = lib.ds2_gru_forward(x, mask, initial_state, kernel, bias)
+
+        def grad(*args, upstream=None):
+            d_x, d_a, d_bias, d_initial = lib.ds2_gru_backward(upstream_gradient(args, upstream), gates, states,
+                                                                mask, initial_state, kernel)
+            return (d_x, ops.zeros_like(mask), d_initial,
+                    _weight_gradient(_previous(initial_state, states), d_a, kernel.dtype), d_bias)
+
+        return states, grad
+
+    return recurrence(x, mask, initial_state, kernel, bias)
+
+
 # -- the fused kernel (cuDNN) ---------------------------------------------------------------------------------
 #
 # On a GPU the GRU and LSTM loops above run as one cuDNN kernel per layer and direction (TF's CudnnRNNV3, the
@@ -338,10 +364,32 @@ def fused_kernel_available(cell: str) -> bool:
     return bool(tf.sysconfig.get_build_info().get("is_cuda_build")) and bool(tf.config.list_logical_devices("GPU"))
 
 
-def recurrent_kernel(config, on_gpu: bool) -> str:
-    """Which kernel a model's recurrent layers train with, in words (for the training log)."""
+def cpu_kernel_available(cell: str, dtype: str) -> bool:
+    """Whether `cell` trains with the fused CPU op here (`fused_cpu.py`): a GRU whose recurrent matmul runs in
+    `dtype` ("float32" or "bfloat16"), on TensorFlow with no GPU visible, where `make deps` built the op library and
+    this CPU runs its kernel (AVX-512; AVX512-BF16 for bf16), outside XLA (`--jit_compile`: XLA can't compile a
+    custom op). DS2_RNN_LOOP=1 keeps the loop."""
+    import os
+
+    if cell != "gru" or keras.backend.backend() != "tensorflow" or os.environ.get("DS2_RNN_LOOP") == "1":
+        return False
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+
+    from deepspeech2.model import fused_cpu
+
+    if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+        return False
+    return not tf.config.list_logical_devices("GPU") and fused_cpu.supports(dtype)
+
+
+def recurrent_kernel(config, on_gpu: bool, dtype: str = "float32") -> str:
+    """Which kernel a model's recurrent layers train with, in words (for the training log); `dtype`: the recurrent
+    matmuls' ("bfloat16" under mixed_bfloat16)."""
     if config.rnn_type == "cudnn_gru":
         return "keras.layers.GRU (cuDNN on a GPU; no batch norm)"
+    if not on_gpu and cpu_kernel_available(config.rnn_type, dtype):
+        return "the fused CPU GRU (deepspeech2/model/fused_cpu.cc), BN on the input projection outside it"
     if not on_gpu:
         return f"{config.rnn_type} time loop (keras.ops.scan, a custom gradient)"
     if config.rnn_type in ("gru", "lstm") and fused_kernel_available(config.rnn_type):
@@ -433,7 +481,8 @@ class BatchNormRNN(keras.layers.Layer):
         if initial_state is None:
             initial_state = [ops.zeros((batch, self.state_size), "float32")] * self.directions
         if self.cell == "gru":
-            recurrence = gru_recurrence
+            recurrence = gru_fused_cpu if training and cpu_kernel_available("gru", self.compute_dtype) \
+                else gru_recurrence
         elif self.cell == "lstm":
             recurrence = lstm_recurrence
         else:

@@ -9,6 +9,7 @@ import math
 import statistics
 import tempfile
 
+import keras
 import tensorflow as tf
 
 from deepspeech2.data.pipeline import ShardSet, bucket_plan, epoch_steps
@@ -57,7 +58,7 @@ def describe(trainer) -> list[str]:
         f"precision: {config.mixed_precision or 'float32'}",
         describe_batch(pipeline, trainer.feature_config, shards, replicas, workers),
         f"steps: {steps} (from the shard indexes; speed perturbation moves a few between buckets)",
-        f"recurrent layers: {recurrent_kernel(config.model, on_gpu)}",
+        f"recurrent layers: {recurrent_kernel(config.model, on_gpu, keras.config.dtype_policy().compute_dtype)}",
     ]
 
 
