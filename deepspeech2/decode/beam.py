@@ -76,6 +76,8 @@ WORD_BOUNDARY = "▁"  # pyctcdecode's BPE word-start mark, used for character L
 # kept below -beam_prune_logp (10), past which a hotword's prefixes prune the beams that spell other words.
 HOTWORD_WEIGHT = 8.0
 LN10 = math.log(10)  # pyctcdecode's LM scores are KenLM's log10 times ln 10 (its LOG_BASE_CHANGE_FACTOR)
+FLOAT_FIELDS = ("alpha", "beta", "cutoff_prob", "token_min_logp", "beam_prune_logp", "unk_score_offset",
+                "hotword_weight")  # DecoderConfig's weights and thresholds: each must be finite
 
 
 @dataclass(frozen=True)
@@ -102,10 +104,14 @@ class DecoderConfig:
             raise ValueError(f"`kind` must be one of {KINDS}, got {self.kind!r}")
         if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) or self.beam_size < 1:
             raise ValueError(f"`beam_size` must be a positive int, got {self.beam_size!r}")
+        # An infinite or NaN weight turns every hypothesis' score into NaN (inf - inf), and the search's output
+        # into whatever its sort makes of NaN: refuse it here, for every weight and threshold.
+        for name in FLOAT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"`{name}` must be a finite number, got {value!r}")
         if not self.alpha >= 0:
             raise ValueError(f"`alpha` (the LM weight) must be >= 0, got {self.alpha!r}")
-        if not math.isfinite(self.beta):
-            raise ValueError(f"`beta` must be finite, got {self.beta!r}")
         if not 0 < self.cutoff_prob <= 1:
             raise ValueError(f"`cutoff_prob` must be in (0, 1] (1 turns DS2's pruning off), got {self.cutoff_prob!r}")
         if isinstance(self.cutoff_top_n, bool) or not isinstance(self.cutoff_top_n, int) or self.cutoff_top_n < 1:
@@ -124,8 +130,8 @@ class DecoderConfig:
         if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
             raise ValueError(f"`num_workers` must be an int >= 0 (0: one per CPU core), got {self.num_workers!r}")
         object.__setattr__(self, "hotwords", normalize_hotwords(self.hotwords))  # a JSON list, too
-        if not (math.isfinite(self.hotword_weight) and self.hotword_weight >= 0):
-            raise ValueError(f"`hotword_weight` must be finite and >= 0 (nats), got {self.hotword_weight!r}")
+        if not self.hotword_weight >= 0:
+            raise ValueError(f"`hotword_weight` must be >= 0 (nats), got {self.hotword_weight!r}")
         if self.hotwords and self.kind != "beam":
             raise ValueError(f"`hotwords` {list(self.hotwords)} need kind='beam'; greedy decoding has no search to "
                              "bias")
