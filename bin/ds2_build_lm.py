@@ -9,8 +9,9 @@ Writes <out>.arpa, <out>.bin (KenLM trie), <out>.unigrams.txt (the LM's words, w
 next to a binary LM) and <out>.json (this config and the corpus counts). Each line is normalized like the
 transcripts: English to [a-z' ] with numbers spelled out (lines that can't be read confidently are dropped
 and counted); Mandarin (--token char, or --language zh) to characters, one LM token each: a character LM,
-which the beam search scores character by character (its beta is then a per-character bonus). The
-PaddlePaddle DS2 English LM is --order 5 --prune 0,1,1,1,1 --top_k 400000 --quantize_bits 8
+which the beam search scores character by character (its beta is then a per-character bonus). The files are
+built in a temporary folder and replace the LM's only once all are done: an interrupted build leaves the previous
+LM whole. The PaddlePaddle DS2 English LM is --order 5 --prune 0,1,1,1,1 --top_k 400000 --quantize_bits 8
 --pointer_bits 22. Needs KenLM's lmplz and build_binary: `make kenlm`.
 """
 
@@ -37,6 +38,8 @@ flags.DEFINE_integer("pointer_bits", 0, "build_binary -a pointer compression bit
 flags.DEFINE_boolean("keep_arpa", True, "Keep <out>.arpa next to the binary.")
 flags.DEFINE_string("memory", "20%", "lmplz -S sorting memory (e.g. 20%, 2G).")
 flags.DEFINE_boolean("normalize", True, "Normalize each line; --nonormalize for text already normalized.")
+flags.DEFINE_string("kenlm_bin_dir", None, "Where lmplz and build_binary are; default: next to this python, then "
+                    "the PATH.")
 flags.mark_flags_as_required(["text_paths", "out"])
 FLAGS = flags.FLAGS
 
@@ -50,7 +53,7 @@ def main(argv):
                           token=FLAGS.token or "", order=FLAGS.order, prune=tuple(_ints(FLAGS.prune, "prune")),
                           top_k=FLAGS.top_k, binary=FLAGS.binary, quantize_bits=FLAGS.quantize_bits,
                           pointer_bits=FLAGS.pointer_bits, keep_arpa=FLAGS.keep_arpa, memory=FLAGS.memory,
-                          normalize=FLAGS.normalize)
+                          normalize=FLAGS.normalize, kenlm_bin_dir=FLAGS.kenlm_bin_dir)
         result = build_lm(config)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         sys.exit(f"ds2-build-lm: error: {e}")

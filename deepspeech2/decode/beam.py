@@ -61,6 +61,7 @@ import numpy as np
 
 from deepspeech2 import configs
 from deepspeech2.decode.greedy import check_log_probs, greedy_decode, ids_to_text
+from deepspeech2.decode.lm import check_lm_pair
 from deepspeech2.text import normalize_english
 from deepspeech2.vocab import Vocabulary
 
@@ -557,6 +558,7 @@ def check_lm_files(config: DecoderConfig) -> Path | None:
 
     Raises:
         FileNotFoundError: the LM is missing, or a binary LM's unigram list is.
+        ValueError: the LM and the unigram list beside it are not what one ds2-build-lm wrote (`lm.check_lm_pair`).
     """
     if not config.lm_path:
         return None
@@ -566,7 +568,9 @@ def check_lm_files(config: DecoderConfig) -> Path | None:
     if config.unigrams_path:
         if not Path(config.unigrams_path).is_file():
             raise FileNotFoundError(f"`unigrams_path` {config.unigrams_path} does not exist")
-    elif not unigrams_path_for(lm_path).is_file() and lm_path.suffix != ".arpa":  # an ARPA file lists its words
+    elif unigrams_path_for(lm_path).is_file():
+        check_lm_pair(lm_path, unigrams_path_for(lm_path))
+    elif lm_path.suffix != ".arpa":  # an ARPA file lists its words
         raise FileNotFoundError(
             f"the binary LM `{lm_path}` needs its unigram list (`{unigrams_path_for(lm_path)}`, written by "
             "ds2-build-lm next to the binary) or `unigrams_path`: without it pyctcdecode can't score partial "
