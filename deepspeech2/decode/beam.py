@@ -366,6 +366,10 @@ class BeamSearch:
                 pyctcdecode_labels(vocab), kenlm_model_path=None if lm_path is None else str(lm_path),
                 unigrams=unigrams, alpha=float(config.alpha), beta=float(config.beta),
                 unk_score_offset=float(config.unk_score_offset))
+        # pyctcdecode keeps each decoder's LM in a class-level table (so that forked workers share it) until told to
+        # drop it: drop it with the decoder, or every search built and let go (a served version replaced, one that
+        # failed to load, a tuning run) would keep its KenLM model, unigrams and trie for the life of the process.
+        self._drop_lm = weakref.finalize(self.ctc, _drop_lm, self.ctc._model_key)
         self.vocab = vocab
         self.hotwords = self.hotwords_with(())  # the config's, for every search that isn't given others
 
@@ -381,6 +385,10 @@ class BeamSearch:
             return None
         check_hotwords(words, self.vocab)
         return Hotwords(words, self.config.hotword_weight, self.ctc._language_model)
+
+    def release(self) -> None:
+        """Drop the LM now rather than when this search is let go; the search can't be used afterwards."""
+        self._drop_lm()
 
     def set_weights(self, alpha: float, beta: float) -> None:
         """Change alpha and beta in place (in this process only; for ds2-tune's workers)."""
@@ -414,27 +422,30 @@ class BeamSearch:
         search.advance(candidates)
         return self.text(search.finish()[0][0])
 
-    def nbest(self, log_probs: np.ndarray, n: int, hotwords: Hotwords | None = None) -> list[tuple[str, float]]:
+    def nbest(self, log_probs: np.ndarray, n: int, hotwords: Hotwords | None = None, stop=None
+              ) -> list[tuple[str, float]]:
         """The `n` best hypotheses of one utterance `(time, vocab_size)`, best first, with their DS2 eq. 12
-        scores (fewer when the beam holds fewer; with `hotwords` (None: the config's), their bonus included)."""
+        scores (fewer when the beam holds fewer; with `hotwords` (None: the config's), their bonus included).
+        `stop`: as `PrefixSearch.advance`'s."""
         # As pyctcdecode's decode_beams: keep the beams' diversity.
-        hyps = self.hypotheses(log_probs, prune_history=False, hotwords=hotwords)[:n]
+        hyps = self.hypotheses(log_probs, prune_history=False, hotwords=hotwords, stop=stop)[:n]
         return [(h.text, h.score) for h in hyps] or [("", 0.0)]
 
-    def hypotheses(self, log_probs: np.ndarray, prune_history: bool = True, hotwords: Hotwords | None = None) -> list:
+    def hypotheses(self, log_probs: np.ndarray, prune_history: bool = True, hotwords: Hotwords | None = None,
+                   stop=None) -> list:
         """Every hypothesis the beam holds at the end of one utterance `(time, vocab_size)`, best first, as
         `words.Hypothesis`: transcript, each word's span in model output steps, DS2 eq. 12 score.
 
         `prune_history` True is the search that transcribes (`__call__`: the first hypothesis is its transcript),
-        False the more diverse one of `nbest`; `hotwords` None: the config's. `words.decode_words` uses both.
-        Empty for an utterance of no steps."""
+        False the more diverse one of `nbest`; `hotwords` None: the config's; `stop` as `PrefixSearch.advance`'s.
+        `words.decode_words` uses both. Empty for an utterance of no steps."""
         from deepspeech2.decode.words import hypotheses
 
         candidates, frame_ids, _ = candidate_frames(log_probs, self.config)
         if candidates.shape[0] == 0:
             return []
         search = self.start(prune_history=prune_history, hotwords=hotwords)
-        search.advance(candidates, frame_ids)
+        search.advance(candidates, frame_ids, stop)
         return hypotheses(search.finish(), frame_ids, len(log_probs), self.text)
 
 
@@ -466,15 +477,16 @@ class BeamStream:
         self._kept: list[np.ndarray] = []  # with words: each chunk's kept frames, as output step indices
         self._log_probs: list[np.ndarray] = []  # with words: each chunk's (steps, vocab_size) log-probs
 
-    def update(self, log_probs: np.ndarray) -> None:
-        """Advance over the next `(steps, vocab_size)` log-probabilities (or logits) of the utterance."""
+    def update(self, log_probs: np.ndarray, stop=None) -> None:
+        """Advance over the next `(steps, vocab_size)` log-probabilities (or logits) of the utterance; `stop` as
+        `search.PrefixSearch.advance`'s (what it raises leaves the stream unusable)."""
         log_probs = np.asarray(log_probs)
         if log_probs.ndim != 2:
             raise ValueError(f"`log_probs` must be (steps, vocab_size), got shape {log_probs.shape}")
         frames, kept, self._previous_best = candidate_frames(log_probs, self.search.config, self._previous_best)
-        self._prefix.advance(frames, kept + self.steps)
+        self._prefix.advance(frames, kept + self.steps, stop)
         if self.words:
-            self._diverse.advance(frames, kept + self.steps)
+            self._diverse.advance(frames, kept + self.steps, stop)
             self._kept.append(kept + self.steps)
             self._log_probs.append(np.array(log_probs, np.float32))  # a copy: the caller may reuse its buffer
         self.steps += len(log_probs)
@@ -587,6 +599,12 @@ def _quiet(logger_name: str):
         yield
     finally:
         logger.setLevel(level)
+
+
+def _drop_lm(key: bytes) -> None:
+    from pyctcdecode.decoder import BeamSearchDecoderCTC
+
+    BeamSearchDecoderCTC.model_container.pop(key, None)
 
 
 _worker_search: BeamSearch | None = None  # set in each pool worker by _init_worker
