@@ -84,6 +84,37 @@ def test_max_batch_size_and_oversized_requests():
     b.close(WAIT)
 
 
+def test_stream_steps_go_before_utterances_queued_earlier():
+    """Head-of-line: a live stream's next chunk doesn't wait behind utterances that queued while a batch ran."""
+    model = FakeModel(block=True)
+    b = make(BatchingConfig(max_batch_size=4, num_batch_threads=1), model)
+    running = b.submit("utterances", *request(1, 20))
+    assert model.started.wait(WAIT)
+    queued = [b.submit("utterances", *request(4, 1000)) for _ in range(3)]
+    step = b.submit("stream", *request(1, 160), priority=1)
+    model.release.set()
+    for future in [running, step] + queued:
+        future.result(WAIT)
+    assert [key for key, _, _ in model.calls] == ["utterances", "stream", "utterances", "utterances", "utterances"]
+    b.close(WAIT)
+
+
+def test_short_requests_do_not_ride_in_a_batch_padded_to_a_long_one():
+    """Head-of-line: 15 rows of 100 samples padded to one of 60000 would cost 16 long rows and wait as long."""
+    model = FakeModel(block=True)
+    b = make(BatchingConfig(max_batch_size=16, num_batch_threads=1), model)
+    running = b.submit("m", *request(1, 20))
+    assert model.started.wait(WAIT)
+    long, short, similar = b.submit("m", *request(1, 60000)), b.submit("m", *request(15, 100)), \
+        b.submit("m", *request(1, 50000))
+    model.release.set()
+    assert running.result(WAIT).batch_size == 1
+    assert long.result(WAIT).batch_size == similar.result(WAIT).batch_size == 2  # padding within MAX_PADDING
+    assert short.result(WAIT).batch_size == 15
+    assert [(rows, padded) for _, rows, padded in model.calls[1:]] == [(2, 60000), (15, 100)]
+    b.close(WAIT)
+
+
 def test_a_second_batch_thread_takes_what_arrives_while_the_first_is_busy():
     model = FakeModel(block=True)
     b = make(BatchingConfig(max_batch_size=8, num_batch_threads=2), model)
