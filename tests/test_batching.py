@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deepspeech2_serving.batching import Batcher, BatchingConfig, QueueFull
+from deepspeech2_serving.batching import Batcher, BatchingConfig, QueueFull, join, pieces
 
 REPO = Path(__file__).resolve().parents[1]
 WAIT = 30  # seconds any future may take in these tests (they finish in milliseconds)
@@ -113,6 +113,33 @@ def test_short_requests_do_not_ride_in_a_batch_padded_to_a_long_one():
     assert short.result(WAIT).batch_size == 15
     assert [(rows, padded) for _, rows, padded in model.calls[1:]] == [(2, 60000), (15, 100)]
     b.close(WAIT)
+
+
+def test_a_batch_stays_within_its_padded_samples():
+    """A forward pass's memory grows with rows x the longest: requests join a batch only within `max_samples`."""
+    model = FakeModel(block=True)
+    b = Batcher(BatchingConfig(max_batch_size=16, num_batch_threads=1), model, length_key="steps",
+                time_keys=("frames",), max_samples=1000)
+    running = b.submit("m", *request(1, 20))
+    assert model.started.wait(WAIT)
+    queued = [b.submit("m", *request(rows, 300)) for rows in (2, 1, 2)]
+    model.release.set()
+    assert [f.result(WAIT).batch_size for f in queued] == [3, 3, 2]  # 3 x 300 fit in 1000, a 4th row would not
+    running.result(WAIT)
+    b.close(WAIT)
+
+
+def test_a_requests_pieces_join_back_in_its_row_order():
+    lengths = np.array([100, 900, 300, 800, 50])
+    groups = pieces(lengths, 1000)
+    assert [g.tolist() for g in groups] == [[1], [3], [2, 0, 4]]  # longest first; 3 x 300 <= 1000
+    parts = [{"steps": lengths[g] // 10, "frames": np.ones((len(g), int(lengths[g].max()) // 10)) * g[:, None]}
+             for g in groups]
+    joined = join(parts, groups, ("frames",))
+    np.testing.assert_array_equal(joined["steps"], lengths // 10)
+    assert joined["frames"].shape == (5, 90)
+    for row, n in enumerate(lengths // 10):
+        np.testing.assert_array_equal(joined["frames"][row, :n], row)
 
 
 def test_a_second_batch_thread_takes_what_arrives_while_the_first_is_busy():
