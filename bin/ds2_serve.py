@@ -67,8 +67,8 @@ flags.DEFINE_float("grace_seconds", 30.0, "On SIGTERM, how long requests in flig
 flags.DEFINE_integer("max_streams", 256, "Streaming sessions held at once; more: RESOURCE_EXHAUSTED.")
 flags.DEFINE_integer("max_streams_per_client", 32, "Streaming sessions held at once for one client address; more: "
                      "RESOURCE_EXHAUSTED.")
-flags.DEFINE_float("stream_idle_seconds", 60.0, "A streaming session unused this long, or this far behind real "
-                   "time, is forgotten.")
+flags.DEFINE_float("stream_idle_seconds", 60.0, "A streaming session unused this long, or whose client has kept it "
+                   "waiting this much longer than its chunks last, is forgotten.")
 flags.DEFINE_float("max_stream_seconds", 60.0, "Most audio one streaming session may carry; a chunk past it is "
                    "refused (OUT_OF_RANGE).")
 flags.DEFINE_integer("max_stream_memory_mb", 1024, "Most memory the streaming sessions' states and LM beam searches "

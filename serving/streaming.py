@@ -11,8 +11,9 @@ TF Serving needs). ds2-serve (a stream_step request with `session_id` and `seque
                      with `keep_words`, also what the final words' times and confidences need (`final_words`)
     SessionStore     sessions by the id it issues (128 random bits), at most `max_streams` open, at most
                      `max_per_client` of them from one client address, and `max_bytes` of states and beam searches
-                     together (more: RESOURCE_EXHAUSTED); forgotten after `idle_seconds` unused, or once they fall
-                     `idle_seconds` behind real time (`StreamSession.stale`); a session runs one step at a time (the
+                     together (more: RESOURCE_EXHAUSTED); forgotten after `idle_seconds` unused, or once they have
+                     waited for their client's chunks `idle_seconds` longer than the chunks last
+                     (`StreamSession.stale`); a session runs one step at a time (the
                      state of step n+1 is the output of step n); an ended session keeps its last answer (for a
                      retry) until forgotten
 
@@ -85,7 +86,8 @@ class StreamSession:
         self.steps = 0
         self.done = False
         self.busy = False
-        self.opened = self.used = time.monotonic()
+        self.used = time.monotonic()  # when its last step ended (or began, while it runs)
+        self.waited = 0.0  # seconds it spent waiting for its client's next chunk, between steps
         self.sequence = -1  # the number of the last step taken (ds2-serve's `sequence`)
         self.answer = None  # what that step answered, for a retry of it
         self.charged = 0  # bytes its SessionStore counts for it
@@ -96,10 +98,11 @@ class StreamSession:
 
     def stale(self, now: float, idle_seconds: float) -> bool:
         """Whether a session not running a step is to be forgotten at `now` (time.monotonic()): unused for
-        `idle_seconds`, or open for more than its audio's duration plus `idle_seconds`. A live stream brings its
-        audio as it is spoken and never falls that far behind; keep-alive chunks (10 ms every minute) would
-        otherwise hold a session, and its memory, for days."""
-        return now - self.used > idle_seconds or now - self.opened > self.audio_seconds + idle_seconds
+        `idle_seconds`, or having waited for its client's chunks longer than their audio lasts plus `idle_seconds`.
+        A live stream brings its audio as it is spoken and never waits that long, however slow the server's steps;
+        keep-alive chunks (10 ms every minute) would otherwise hold a session, and its memory, for days."""
+        waiting = self.waited + now - self.used
+        return now - self.used > idle_seconds or waiting > self.audio_seconds + idle_seconds
 
     @property
     def keeps_words(self) -> bool:
@@ -229,8 +232,8 @@ class SessionStore:
         """
         Args:
             max_streams: sessions open at once; another: RESOURCE_EXHAUSTED.
-            idle_seconds: a session unused this long, or this far behind real time, is forgotten (its id is then
-                NOT_FOUND; `StreamSession.stale`).
+            idle_seconds: a session unused this long, or that has waited this much longer for its client's chunks
+                than they last, is forgotten (its id is then NOT_FOUND; `StreamSession.stale`).
             max_seconds: a session's audio at most (`StreamSession.max_seconds`).
             max_bytes: the open sessions' states and kept log-probs together; a session or a step that would
                 take them past it: RESOURCE_EXHAUSTED. A final step is always taken: it frees its session's memory.
@@ -285,14 +288,16 @@ class SessionStore:
             session = self._sessions.get(session_id)
             if session is None:
                 raise RequestError(grpc.StatusCode.NOT_FOUND, f"no session {session_id!r}: it was not issued by this "
-                                   f"server, or it was forgotten after {self.idle_seconds:g} s unused or as far behind "
-                                   "real time (a stream must bring its audio about as fast as it is spoken), or after "
-                                   "a restart; open a new one with an empty `session_id`")
+                                   f"server, or it was forgotten after {self.idle_seconds:g} s unused or waiting as far "
+                                   "behind its audio (a client must send a stream's chunks about as fast as they are spoken), "
+                                   "or after a restart; open a new one with an empty `session_id`")
             if session.busy:
                 raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"a step of stream {session_id!r} is still "
                                    "running; send a stream's chunks one after the other")
+            now = time.monotonic()
             session.busy = True
-            session.used = time.monotonic()
+            session.waited += now - session.used
+            session.used = now
             return session
 
     def reserve(self, session: StreamSession, nbytes: int, final: bool = False) -> None:

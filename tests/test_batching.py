@@ -84,12 +84,20 @@ def test_max_batch_size_and_oversized_requests():
     b.close(WAIT)
 
 
-def test_stream_steps_go_before_utterances_queued_earlier():
-    """Head-of-line: a live stream's next chunk doesn't wait behind utterances that queued while a batch ran."""
+def busy(max_batch_size: int, **kwargs):
+    """One batch thread, held by a running batch of key "utterances" until `model.release`: (model, batcher,
+    the running request's future)."""
     model = FakeModel(block=True)
-    b = make(BatchingConfig(max_batch_size=4, num_batch_threads=1), model)
+    b = Batcher(BatchingConfig(max_batch_size=max_batch_size, num_batch_threads=1), model, length_key="steps",
+                time_keys=("frames",), **kwargs)
     running = b.submit("utterances", *request(1, 20))
     assert model.started.wait(WAIT)
+    return model, b, running
+
+
+def test_stream_steps_go_before_utterances_queued_earlier():
+    """Head-of-line: a live stream's next chunk doesn't wait behind utterances that queued while a batch ran."""
+    model, b, running = busy(4)
     queued = [b.submit("utterances", *request(4, 1000)) for _ in range(3)]
     step = b.submit("stream", *request(1, 160), priority=1)
     model.release.set()
@@ -101,10 +109,7 @@ def test_stream_steps_go_before_utterances_queued_earlier():
 
 def test_short_requests_do_not_ride_in_a_batch_padded_to_a_long_one():
     """Head-of-line: 15 rows of 100 samples padded to one of 60000 would cost 16 long rows and wait as long."""
-    model = FakeModel(block=True)
-    b = make(BatchingConfig(max_batch_size=16, num_batch_threads=1), model)
-    running = b.submit("m", *request(1, 20))
-    assert model.started.wait(WAIT)
+    model, b, running = busy(16)
     long, short, similar = b.submit("m", *request(1, 60000)), b.submit("m", *request(15, 100)), \
         b.submit("m", *request(1, 50000))
     model.release.set()
@@ -117,11 +122,7 @@ def test_short_requests_do_not_ride_in_a_batch_padded_to_a_long_one():
 
 def test_a_batch_stays_within_its_padded_samples():
     """A forward pass's memory grows with rows x the longest: requests join a batch only within `max_samples`."""
-    model = FakeModel(block=True)
-    b = Batcher(BatchingConfig(max_batch_size=16, num_batch_threads=1), model, length_key="steps",
-                time_keys=("frames",), max_samples=1000)
-    running = b.submit("m", *request(1, 20))
-    assert model.started.wait(WAIT)
+    model, b, running = busy(16, max_samples=1000)
     queued = [b.submit("m", *request(rows, 300)) for rows in (2, 1, 2)]
     model.release.set()
     assert [f.result(WAIT).batch_size for f in queued] == [3, 3, 2]  # 3 x 300 fit in 1000, a 4th row would not

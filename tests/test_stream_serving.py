@@ -739,8 +739,9 @@ def test_one_client_is_capped_at_its_own_number_of_sessions(model, clips):
 
 
 def test_keep_alive_chunks_do_not_hold_a_session(model, clips):
-    """10 ms of audio every half second never leaves a session idle, but it falls behind real time: it is forgotten
-    once it is --stream_idle_seconds behind, while a stream that brings its audio as fast as it is spoken goes on."""
+    """10 ms of audio every half second never leaves a session idle, but the session waits far longer for its
+    chunks than they last: it is forgotten once that is --stream_idle_seconds more, while a stream that brings its
+    audio as fast as it is spoken goes on."""
     from deepspeech2_serving.server import ServeConfig, start
 
     _, _, version, _ = model
@@ -752,7 +753,7 @@ def test_keep_alive_chunks_do_not_hold_a_session(model, clips):
             tick = clips[0][:160]  # 10 ms
             trickle = text_of(stub.Predict(step_request(tick, False, ""), timeout=TIMEOUT), "session_id")
             codes = []
-            for sequence in range(1, 40):  # at most 20 s: the trickle falls 2 s behind after about 2 s
+            for sequence in range(1, 40):  # at most 20 s: the trickle is 2 s behind after about 2 s
                 time.sleep(idle / 4)
                 codes.append(code_of(stub.Predict, step_request(tick, False, trickle, sequence), timeout=TIMEOUT)[0])
                 if codes[-1] != "OK":
