@@ -9,8 +9,8 @@ One ds2-serve subprocess on a free loopback port, with its default limits; all t
     n-best of a 3 s WAV, and (for a streaming export) a live stream at real time.
  2. What one request may cost, alone: the largest greedy request (--max_batch_size utterances at the export's
     longest), its time and what it adds to the server's RSS; the largest n-best request (the same with the most
-    hotwords a request may add), which the server stops at --max_search_seconds of CPU; and issue 55's hostile
-    shapes (one 20 s WAV filled to [100] and [2000] rows, options of 4M values from one), each refused unread.
+    hotwords a request may add), which the server stops at --max_search_seconds of CPU; and the hostile shapes (one
+    20 s WAV filled to [100] and [2000] rows, options of 4M values from one), each refused unread.
  3. The soak, --seconds long: the normal clients again, while hostile clients send those shapes, the largest
     n-best (two clients), requests they abandon after 0.5 s, keep-alive streams (10 ms every 0.5 s from one client
     opening as many as it may) and raw connections that never speak, past --max_connections. The server's RSS and
@@ -77,7 +77,7 @@ def hotwords() -> np.ndarray:
 
 
 class Requests:
-    """The requests of one model: normal ones and issue 55's hostile ones."""
+    """The requests of one model: normal ones and hostile ones."""
 
     def __init__(self, model: str, max_seconds: float, rows: int):
         self.model = model
@@ -95,7 +95,8 @@ class Requests:
         return request
 
     def shapes(self) -> list:
-        """Issue 55's reproductions: one 20 s WAV filled to [100] and [2000]; options of 4M values from one."""
+        """Tiny requests that would be large once read: one 20 s WAV filled to [100] and [2000] rows; options of 4M
+        values from one."""
         out = []
         for rows in (100, 2000):
             request = predict_request(self.model, "transcribe_wav", {"wav": np.array([self.twenty], object)})
@@ -300,12 +301,12 @@ def main():
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="ds2-hostile-") as tmp:
         tmp = Path(tmp)
-        base = Path(args.model_base_path)
+        base, source = Path(args.model_base_path), args.model_base_path
         if args.untrained or latest_version(base) is None:
             from deepspeech2_export.saved_model import ExportConfig, export_model
 
             export_model(ExportConfig(str(untrained_bundle(args.untrained or "tiny", tmp)), str(tmp / "export")))
-            base = tmp / "export" / "ds2"
+            base, source = tmp / "export" / "ds2", f"untrained {args.untrained or 'tiny'}"
         info = json.loads((base / str(latest_version(base)) / "assets.extra" / "export.json").read_text())
         max_seconds = info["max_samples"] / info["sample_rate"]
         server = Server(base, tmp, "--max_connections", str(args.max_connections))
@@ -333,7 +334,7 @@ def main():
                        "max_ms": percentile(v, 100)} for kind, v in run.latency.items() if v}
 
     latency, alone = latencies(soak), latencies(baseline)
-    result = {"model_base_path": str(args.model_base_path), "max_audio_seconds": max_seconds,
+    result = {"model": source, "max_audio_seconds": max_seconds,
               "soak_seconds": args.seconds, "one_request": costs, "normal_latency_alone": alone,
               "normal_latency": latency,
               "normal_errors": dict(soak.normal_errors), "hostile": dict(sorted(soak.hostile.items())),
@@ -342,7 +343,7 @@ def main():
               "open_fds_peak": max(soak.fds),
               "status_after": len(status.model_version_status), "load_average": [load_before, load_after],
               "cpus": os.cpu_count()}
-    print(f"model: {args.model_base_path} (max {max_seconds:g} s per utterance); {os.cpu_count()} CPUs, load average "
+    print(f"model: {source} (max {max_seconds:g} s per utterance); {os.cpu_count()} CPUs, load average "
           f"{load_before:.1f} before, {load_after:.1f} after")
     print("one request, alone:")
     for name, c in costs.items():
