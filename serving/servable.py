@@ -294,7 +294,8 @@ class Servable:
             raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"`{WORDS}` of a final transcript need the "
                                "server's LM beam search and the export's clock: " + (
                                    "this server has no LM" if decoder is None else "export the model again"))
-        return decode_words(decoder.search, log_probs, self.clock, self.word_config, duration=samples / self.sample_rate)
+        return decode_words(decoder.search, log_probs, self.clock, self.word_config,
+                            duration=samples / self.sample_rate)
 
     # ------------------------------------------------------------------------------------------- running
 

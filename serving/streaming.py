@@ -288,9 +288,9 @@ class SessionStore:
             session = self._sessions.get(session_id)
             if session is None:
                 raise RequestError(grpc.StatusCode.NOT_FOUND, f"no session {session_id!r}: it was not issued by this "
-                                   f"server, or it was forgotten after {self.idle_seconds:g} s unused or waiting as far "
-                                   "behind its audio (a client must send a stream's chunks about as fast as they are spoken), "
-                                   "or after a restart; open a new one with an empty `session_id`")
+                                   f"server, or it was forgotten after {self.idle_seconds:g} s unused or waiting as "
+                                   "far behind its audio (a client must send a stream's chunks about as fast as they "
+                                   "are spoken), or after a restart; open a new one with an empty `session_id`")
             if session.busy:
                 raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"a step of stream {session_id!r} is still "
                                    "running; send a stream's chunks one after the other")

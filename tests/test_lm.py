@@ -212,8 +212,8 @@ def test_an_interrupted_rebuild_leaves_the_previous_lm_whole(tmp_path):
     tools, started = tmp_path / "kenlm", tmp_path / "build_binary.started"
     tools.mkdir()
     (tools / "lmplz").symlink_to(find_kenlm_tool("lmplz"))
-    (tools / "build_binary").write_text(f"#!/bin/sh\ntouch {started}\nsleep 120\nexec {find_kenlm_tool('build_binary')} "
-                                        '"$@"\n')
+    real = find_kenlm_tool("build_binary")
+    (tools / "build_binary").write_text(f'#!/bin/sh\ntouch {started}\nsleep 120\nexec {real} "$@"\n')
     (tools / "build_binary").chmod(0o755)
     proc = subprocess.Popen(cli + ["--text_paths", str(tmp_path / "new.txt"), "--out", str(out), "--order", "2",
                                    "--kenlm_bin_dir", str(tools)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -33,8 +33,8 @@ from deepspeech2.train.dev import evaluate
 from deepspeech2.train import preflight
 from deepspeech2.train.learning_curve import plot_learning_curve
 from deepspeech2.train.precision import auto_precision
-from deepspeech2.train.resume import (DATA_ORDER_SUFFIX, MODEL_SUFFIX, RECORD_SUFFIXES, changes, data_order, read_record,
-                                      restore_checkpoint)
+from deepspeech2.train.resume import (DATA_ORDER_SUFFIX, MODEL_SUFFIX, RECORD_SUFFIXES, changes, data_order,
+                                      read_record, restore_checkpoint)
 from deepspeech2.train.schedule import learning_rate, make_optimizer
 from deepspeech2.train.strategy import (Preempted, gpu_problem, is_chief, is_chief_process, num_workers,
                                          select_strategy)
