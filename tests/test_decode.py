@@ -301,6 +301,7 @@ def test_non_finite_weights_are_refused_naming_the_field(name, value):
         DecoderConfig(**{name: value})
 
 
+@pytest.mark.slow
 def test_a_non_finite_weight_is_one_line_from_the_cli():
     out = subprocess.run([str(Path(sys.executable).parent / "ds2-serve"), "--model_base_path", "/nonexistent",
                           "--alpha", "inf"], capture_output=True, text=True, timeout=300)

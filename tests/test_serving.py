@@ -877,6 +877,7 @@ def test_a_requests_searches_are_capped_in_cpu_seconds(model, hello_world_lm):
         assert running.servicer.in_flight == 0
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_searches_in_flight_and_exits(model, hello_world_lm, tmp_path):
     """After --grace_seconds the searches of the requests still in flight end at their next frame: the process exits
     instead of searching on for minutes."""

@@ -745,7 +745,7 @@ def test_keep_alive_chunks_do_not_hold_a_session(model, clips):
     from deepspeech2_serving.server import ServeConfig, start
 
     _, _, version, _ = model
-    idle = 2.0
+    idle = 1.0
     running = start(ServeConfig(str(version.parent), port=0, poll_seconds=0, batching=None, stream_idle_seconds=idle))
     try:
         with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
@@ -753,7 +753,7 @@ def test_keep_alive_chunks_do_not_hold_a_session(model, clips):
             tick = clips[0][:160]  # 10 ms
             trickle = text_of(stub.Predict(step_request(tick, False, ""), timeout=TIMEOUT), "session_id")
             codes = []
-            for sequence in range(1, 40):  # at most 20 s: the trickle is 2 s behind after about 2 s
+            for sequence in range(1, 40):  # at most 10 s: the trickle is 1 s behind after about 1 s
                 time.sleep(idle / 4)
                 codes.append(code_of(stub.Predict, step_request(tick, False, trickle, sequence), timeout=TIMEOUT)[0])
                 if codes[-1] != "OK":
