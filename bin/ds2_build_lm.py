@@ -12,8 +12,9 @@ Writes <out>.arpa, <out>.bin (KenLM trie), <out>.unigrams.txt (the LM's words, w
 next to a binary LM) and <out>.json (this config and the corpus counts). Each line is normalized like the
 transcripts: English to [a-z' ] with numbers spelled out (lines that can't be read confidently are dropped
 and counted); Mandarin (--token char, or --language zh) to characters, one LM token each: a character LM,
-which the beam search scores character by character (its beta is then a per-character bonus). The
-PaddlePaddle DS2 English LM is --order 5 --prune 0,1,1,1,1 --top_k 400000 --quantize_bits 8
+which the beam search scores character by character (its beta is then a per-character bonus). The files are
+built in a temporary folder and replace the LM's only once all are done: an interrupted build leaves the previous
+LM whole. The PaddlePaddle DS2 English LM is --order 5 --prune 0,1,1,1,1 --top_k 400000 --quantize_bits 8
 --pointer_bits 22. --arpa takes an existing ARPA model instead of text (LibriSpeech's official ones: --lowercase,
 as they spell words in capitals) and gives it the same unigram list and binary. Text and ARPA files may be
 gzipped. Needs KenLM's lmplz and build_binary: `make kenlm`.
@@ -45,6 +46,8 @@ flags.DEFINE_string("memory", "20%", "lmplz's and build_binary's -S sorting memo
 flags.DEFINE_boolean("normalize", True, "Normalize each line; --nonormalize for text already normalized.")
 flags.DEFINE_boolean("lowercase", False, "Lower-case each line (with --nonormalize: text normalized in capitals, "
                      "such as librispeech-lm-norm.txt), or the words of the --arpa model.")
+flags.DEFINE_string("kenlm_bin_dir", None, "Where lmplz and build_binary are; default: next to this python, then "
+                    "the PATH.")
 flags.mark_flags_as_required(["out"])
 FLAGS = flags.FLAGS
 
@@ -58,7 +61,8 @@ def main(argv):
                           token=FLAGS.token or "", order=FLAGS.order, prune=tuple(_ints(FLAGS.prune, "prune")),
                           top_k=FLAGS.top_k, binary=FLAGS.binary, quantize_bits=FLAGS.quantize_bits,
                           pointer_bits=FLAGS.pointer_bits, keep_arpa=FLAGS.keep_arpa, memory=FLAGS.memory,
-                          normalize=FLAGS.normalize, lowercase=FLAGS.lowercase, arpa=FLAGS.arpa)
+                          normalize=FLAGS.normalize, lowercase=FLAGS.lowercase, arpa=FLAGS.arpa,
+                          kenlm_bin_dir=FLAGS.kenlm_bin_dir)
         result = build_lm(config)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         sys.exit(f"ds2-build-lm: error: {e}")

@@ -53,11 +53,22 @@ flags.DEFINE_integer("max_enqueued_batches", 8, "Queue bound in batches; more is
 flags.DEFINE_bool("batch_wait_when_idle", False, "TF Serving's rule: a batch waits --batch_timeout_micros to fill "
                   "even when the server is idle.")
 flags.DEFINE_integer("max_message_bytes", 32 << 20, "Largest request or response.")
-flags.DEFINE_integer("max_concurrent_requests", 64, "Requests handled at once; more: RESOURCE_EXHAUSTED.")
+flags.DEFINE_integer("max_concurrent_requests", 64, "Predict requests handled at once; more: RESOURCE_EXHAUSTED.")
+flags.DEFINE_integer("max_batch_samples", 1_920_000, "Padded samples (rows x the longest) one forward pass carries "
+                     "at most (1920000: 2 minutes at 16 kHz); a request over it runs as several passes.")
+flags.DEFINE_float("max_search_seconds", 30.0, "CPU seconds one request's beam searches (nbest, words) may take; "
+                   "more: RESOURCE_EXHAUSTED.")
+flags.DEFINE_integer("max_connections", 256, "Client connections at once; more are closed at once (UNAVAILABLE).")
+flags.DEFINE_float("connection_idle_seconds", 300.0, "A connection with no request in flight this long is closed.")
+flags.DEFINE_float("connection_age_seconds", 3600.0, "A connection is closed (its requests finishing first) after "
+                   "this long; clients reconnect.")
 flags.DEFINE_float("file_system_poll_wait_seconds", 1.0, "How often to look for a new version; 0: never.")
 flags.DEFINE_float("grace_seconds", 30.0, "On SIGTERM, how long requests in flight may take to finish.")
 flags.DEFINE_integer("max_streams", 256, "Streaming sessions held at once; more: RESOURCE_EXHAUSTED.")
-flags.DEFINE_float("stream_idle_seconds", 60.0, "A streaming session unused this long is forgotten.")
+flags.DEFINE_integer("max_streams_per_client", 32, "Streaming sessions held at once for one client address; more: "
+                     "RESOURCE_EXHAUSTED.")
+flags.DEFINE_float("stream_idle_seconds", 60.0, "A streaming session unused this long, or whose client has kept it "
+                   "waiting this much longer than its chunks last, is forgotten.")
 flags.DEFINE_float("max_stream_seconds", 60.0, "Most audio one streaming session may carry; a chunk past it is "
                    "refused (OUT_OF_RANGE).")
 flags.DEFINE_integer("max_stream_memory_mb", 1024, "Most memory the streaming sessions' states and LM beam searches "
@@ -87,8 +98,13 @@ def main(argv):
                              port=FLAGS.port, port_file=FLAGS.port_file, batching=batching,
                              max_message_bytes=FLAGS.max_message_bytes,
                              max_concurrent_requests=FLAGS.max_concurrent_requests,
+                             max_connections=FLAGS.max_connections, max_search_seconds=FLAGS.max_search_seconds,
+                             max_batch_samples=FLAGS.max_batch_samples,
+                             connection_idle_seconds=FLAGS.connection_idle_seconds,
+                             connection_age_seconds=FLAGS.connection_age_seconds,
                              poll_seconds=FLAGS.file_system_poll_wait_seconds, decoder=_decoding.override(FLAGS),
                              grace_seconds=FLAGS.grace_seconds, max_streams=FLAGS.max_streams,
+                             max_streams_per_client=FLAGS.max_streams_per_client,
                              stream_idle_seconds=FLAGS.stream_idle_seconds,
                              max_stream_seconds=FLAGS.max_stream_seconds,
                              max_stream_memory_bytes=FLAGS.max_stream_memory_mb << 20,

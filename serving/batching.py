@@ -24,10 +24,18 @@ figure), with the lone-request latency of two threads. `wait_when_idle` restores
 Streaming steps (stream_step) are batched the same way, across streams: each row is one stream's chunk, with
 its state and `final` flag as extra per-row inputs (`submit(..., extras=...)`).
 
-A request's rows stay together (it is never split); one larger than max_batch_size runs as a batch of its
-own. Rows are padded with zeros to the batch's longest and the outputs cut back per request, so a request
-gets exactly what it would get alone. Requests for different servables (model versions) never share a
-batch. If a merged batch fails, each of its requests is run alone, so one bad request can't fail the
+A request's rows stay together (it is never split here); one larger than max_batch_size runs as a batch of its
+own (ds2-serve refuses such requests, and splits one over `max_samples` padded samples into several, before they
+get here). Rows are padded with zeros to the batch's longest and the outputs cut back per request, so a request
+gets exactly what it would get alone. A request joins a batch only while the batch stays within `max_samples`
+padded samples (a forward pass's memory grows with them), and two rules keep one request from holding up the
+others (head-of-line blocking):
+    - a request joins a batch only while the batch, padded to its longest row, stays within `MAX_PADDING` times
+      its audio: short requests don't ride (and wait) in a batch padded to one long utterance, they take the next
+      free thread;
+    - the queue is served by priority, then in order: ds2-serve submits stream steps (a live stream waits for each
+      of its chunks) before whole utterances, so a burst of long utterances doesn't hold the streams back.
+Requests for different servables (model versions) never share a batch. If a merged batch fails, each of its requests is run alone, so one bad request can't fail the
 others. A request whose future was cancelled, or whose deadline has passed, is dropped from the queue
 unrun (its future fails with `Expired`): a client that gave up costs no forward pass.
 """
@@ -50,6 +58,11 @@ logger = logging.getLogger(__name__)
 
 
 TF_SERVING_FIELDS = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
+MAX_PADDING = 4.0  # a request joins a batch only while the padded batch stays within this many times its audio
+# Padded samples (rows x the longest) one forward pass carries at most: its activations, not the request's bytes, are
+# what a large request costs (the demo's tiny model peaks near 120 MB per minute of audio in a pass). ds2-serve
+# splits a request over it into several passes, run one after the other. 1,920,000: 2 minutes at 16 kHz.
+MAX_BATCH_SAMPLES = 1_920_000
 
 
 @dataclass(frozen=True)
@@ -134,10 +147,15 @@ class _Item:
     enqueued: float  # time.monotonic()
     extras: dict = None  # more per-row inputs (name -> array with rows on axis 0), passed to `run` by name
     deadline: float | None = None  # time.monotonic() after which nobody waits for it; None: no deadline
+    priority: int = 0  # items of a higher priority are batched first
 
     @property
     def rows(self) -> int:
         return len(self.lengths)
+
+    @property
+    def longest(self) -> int:
+        return int(self.lengths.max())
 
 
 @dataclass(frozen=True)
@@ -188,6 +206,33 @@ def split(outputs: dict, items: list[_Item], length_key: str, time_keys: tuple[s
     return out
 
 
+def pieces(lengths: np.ndarray, max_samples: int) -> list[np.ndarray]:
+    """A request's rows (their indices), in groups whose padded size (rows x the group's longest) is at most
+    `max_samples`: similar lengths together, longest first. A row longer than `max_samples` is a group of its own."""
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    groups, start = [], 0
+    while start < len(order):
+        longest = max(int(lengths[order[start]]), 1)
+        end = start + max(1, min(len(order) - start, max_samples // longest))
+        groups.append(order[start:end])
+        start = end
+    return groups
+
+
+def join(parts: list[dict], groups: list[np.ndarray], time_keys: tuple[str, ...]) -> dict:
+    """The outputs of a request's `pieces`, run apart, as one request's: rows back in their order, the `time_keys`
+    outputs zero-padded to the longest piece's steps (past each row's own steps, as a merged batch pads them)."""
+    order = np.argsort(np.concatenate(groups), kind="stable")
+    joined = {}
+    for key in parts[0]:
+        arrays = [part[key] for part in parts]
+        if key in time_keys:
+            steps = max(a.shape[1] for a in arrays)
+            arrays = [np.pad(a, [(0, 0), (0, steps - a.shape[1])] + [(0, 0)] * (a.ndim - 2)) for a in arrays]
+        joined[key] = np.concatenate(arrays)[order]
+    return joined
+
+
 class Batcher:
     """Merges concurrent requests into batches and runs them on `num_batch_threads` threads.
 
@@ -196,8 +241,10 @@ class Batcher:
     time on axis 1.
     """
 
-    def __init__(self, config: BatchingConfig, run: RunFn, length_key: str, time_keys: tuple[str, ...]):
+    def __init__(self, config: BatchingConfig, run: RunFn, length_key: str, time_keys: tuple[str, ...],
+                 max_samples: int = MAX_BATCH_SAMPLES):
         self.config = config
+        self.max_samples = max_samples  # padded samples per forward pass: requests join a batch only within it
         self._run = run
         self._length_key = length_key
         self._time_keys = time_keys
@@ -214,18 +261,19 @@ class Batcher:
             t.start()
 
     def submit(self, key, waveforms: np.ndarray, lengths: np.ndarray, extras: dict | None = None,
-               deadline: float | None = None) -> Future:
+               deadline: float | None = None, priority: int = 0) -> Future:
         """Queue one request's rows; the future gives its `BatchResult` (or the run's exception). `extras` are
         more per-row inputs (name -> array, rows on axis 0), concatenated and passed to `run` by name; requests
         under one `key` must all give the same names. A request still queued at `deadline` (time.monotonic()),
         or whose future is cancelled, is dropped unrun; the future then fails with `Expired` (or is cancelled).
+        Requests of a higher `priority` are batched before those queued earlier with a lower one.
 
         Raises:
             QueueFull: the queue holds `max_enqueued_batches` batches' worth of rows already.
             RuntimeError: the batcher is closed.
         """
         item = _Item(key, np.asarray(waveforms, np.float32), np.asarray(lengths, np.int32), Future(),
-                     time.monotonic(), extras, deadline)
+                     time.monotonic(), extras, deadline, priority)
         with self._cond:
             if self._closed:
                 raise RuntimeError("the batcher is shutting down")
@@ -265,19 +313,22 @@ class Batcher:
                     return None
                 self._cond.wait()
                 continue
-            first = self._queue[0]
+            first = max(self._queue, key=lambda i: i.priority)  # the oldest of the highest priority
             ready_rows = sum(i.rows for i in self._queue if i.key is first.key)
             wait = first.enqueued + timeout - time.monotonic()
             idle = not self._running and not self.config.wait_when_idle
             if ready_rows >= max_rows or wait <= 0 or idle or self._closed or self._flushing:
-                batch, rows, rest = [], 0, collections.deque()
-                while self._queue:
-                    item = self._queue.popleft()
-                    if item.key is first.key and (not batch or rows + item.rows <= max_rows):
+                batch, rows, audio, longest, rest = [], 0, 0, 0, collections.deque()
+                for item in [first] + [i for i in self._queue if i is not first]:
+                    padded = (rows + item.rows) * max(longest, item.longest)
+                    fits = (rows + item.rows <= max_rows and padded <= self.max_samples
+                            and padded <= MAX_PADDING * (audio + int(item.lengths.sum())))
+                    if item.key is first.key and (not batch or fits):
                         self._queued_rows -= item.rows
                         if item.future.set_running_or_notify_cancel():  # False: cancelled since _drop_dead
                             batch.append(item)
-                            rows += item.rows
+                            rows, longest = rows + item.rows, max(longest, item.longest)
+                            audio += int(item.lengths.sum())
                     else:
                         rest.append(item)
                 self._queue = rest

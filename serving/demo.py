@@ -69,7 +69,13 @@ The WebSocket's limits (docs/streaming.md, "Web demo limits"), the same in both 
 - **Busy.** `max_streams_per_client` connections per client address and `max_streams` in all; one more gets the
   `busy` error and the close code 1013 (try again later). One client's tabs can't lock the others out.
 - **Size.** A message over `MAX_MESSAGE_BYTES` closes the connection with code 1009 (message too big); the page
-  and ds2-demo-client send 100 ms of audio per message.
+  and ds2-demo-client send 100 ms of audio per message. At most `MAX_QUEUE` received messages wait for the server
+  to read them (then it stops reading from the socket), so a connection buffers at most `MAX_QUEUE` x
+  `MAX_MESSAGE_BYTES`. A text message over `MAX_TEXT_CHARS` characters, or nested deeper than `MAX_JSON_DEPTH`,
+  gets the `protocol` error unparsed; the connection stays open.
+- **Headers.** Every HTTP answer carries `Content-Security-Policy` (the page's own scripts, styles and WebSocket
+  only, and no framing: `frame-ancestors 'none'`), `X-Content-Type-Options: nosniff`, `X-Frame-Options: DENY` and
+  `Referrer-Policy: no-referrer`.
 """
 
 from __future__ import annotations
@@ -80,6 +86,7 @@ import json
 import logging
 import mimetypes
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -111,7 +118,19 @@ DEFAULT_PORT = 8000
 DEFAULT_PORTS = {"http": 80, "https": 443}  # an origin's port when it names none
 IDLE_CLOSE_CODE = 4408  # closed for sending nothing: the application's range (RFC 6455 §7.4.2), 408 as HTTP's timeout
 BUSY_CLOSE_CODE = 1013  # "try again later" (IANA's WebSocket close codes)
-MAX_MESSAGE_BYTES = 4 << 20  # a message at most: 2 min of 16-bit 16 kHz audio; more closes with 1009 (too big)
+MAX_MESSAGE_BYTES = 256 << 10  # a message at most: 8 s of 16-bit 16 kHz audio; more closes with 1009 (too big)
+MAX_QUEUE = 4  # messages a connection buffers before the server stops reading its socket (websockets' default: 16)
+MAX_TEXT_CHARS = 4096  # a control message at most (the page's are under 200 characters)
+MAX_JSON_DEPTH = 4  # a control message's nesting at most (the page's are flat objects); deeper is never parsed
+# What every HTTP answer carries. The page loads its own script, worklet and style sheet, plays a file the user
+# chose (a blob: URL) and opens its WebSocket (connect-src, with the Host it was asked under); nothing else, and no
+# other page may frame it.
+SECURITY_HEADERS = (("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"),
+                    ("Referrer-Policy", "no-referrer"))
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                           "media-src 'self' blob:; connect-src 'self' {sockets}; base-uri 'none'; form-action 'none'; "
+                           "frame-ancestors 'none'")
+HOST_PORT = re.compile(r"[A-Za-z0-9.-]+(:[0-9]+)?|\[[0-9A-Fa-f:.]+\](:[0-9]+)?")  # a Host header fit to quote
 STREAMING, OFFLINE = "streaming", "offline"  # the modes (`hello`'s "mode"): stream_step, or whole utterances
 
 
@@ -190,6 +209,44 @@ def resolve_version(model_dir: str | os.PathLike, scratch: Path) -> Path:
                             "folder of versions from ds2-export) nor a model bundle (model.keras)")
 
 
+def json_depth(text: str) -> int:
+    """How deeply `text`'s JSON arrays and objects nest (brackets inside strings don't count), read without parsing:
+    a parser recurses once per level, so a deep one is refused before it is parsed."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def control_message(text: str) -> dict | str:
+    """A client's text message as the dict it holds (with a "type"), or why it isn't one, in one line."""
+    if len(text) > MAX_TEXT_CHARS:
+        return f"a text message of {len(text)} characters, over the {MAX_TEXT_CHARS} a control message may have"
+    if json_depth(text) > MAX_JSON_DEPTH:
+        return f"a JSON message nested deeper than {MAX_JSON_DEPTH} levels; control messages are flat objects"
+    try:
+        request = json.loads(text)
+    except ValueError:
+        request = None
+    if not isinstance(request, dict) or "type" not in request:
+        return f"not a JSON message with a \"type\": {text[:80]!r}"
+    return request
+
+
 def words_refusal(servable: Servable, mode: str) -> str:
     """Why the final transcripts of `servable` in `mode` come without words, in one line; "" when they come with them.
 
@@ -262,13 +319,24 @@ class DemoServer:
             return connection.respond(200, "ok\n")
         name = PAGES.get(path)
         if name is None:
-            return connection.respond(404, f"not found: {path}\n")
+            return connection.respond(404, f"not found: {path[:200]}\n")
         body = (WEB_DIR / name).read_bytes()
         kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
         if kind.startswith("text/") or kind.endswith("javascript"):
             kind += "; charset=utf-8"
         headers = Headers([("Content-Type", kind), ("Content-Length", str(len(body))), ("Cache-Control", "no-store")])
         return Response(200, "OK", headers, body)
+
+    @staticmethod
+    def process_response(connection, request, response):
+        """Every HTTP answer (the page's files, refusals, the handshake's) with `SECURITY_HEADERS` and the
+        Content-Security-Policy (its WebSocket under the `Host` asked for, when that is a plain host[:port])."""
+        host = request.headers.get("Host", "")
+        sockets = f"ws://{host} wss://{host}" if HOST_PORT.fullmatch(host) else ""
+        for header, value in SECURITY_HEADERS + (("Content-Security-Policy",
+                                                  CONTENT_SECURITY_POLICY.format(sockets=sockets)),):
+            response.headers[header] = value
+        return response
 
     def origin_refusal(self, headers) -> str:
         """Why a WebSocket handshake with these HTTP headers is refused, in one line; "" if it is not.
@@ -373,13 +441,11 @@ class DemoServer:
                     utterance.pending_samples += len(audio)
                     wake.set()
                     continue
-                try:
-                    request = json.loads(message)
-                    kind = request["type"]
-                except (ValueError, KeyError, TypeError):
-                    await self._send(ws, type="error", code="protocol", message=f"not a JSON message with a "
-                                     f"\"type\": {message[:80]!r}")
+                request = control_message(message)
+                if isinstance(request, str):
+                    await self._send(ws, type="error", code="protocol", message=request)
                     continue
+                kind = request["type"]
                 if kind == "start":
                     problem = self._check_format(request)
                     if problem:
@@ -581,7 +647,9 @@ def start(config: DemoConfig) -> RunningDemo:
             try:
                 async with websockets.asyncio.server.serve(server.handle, config.host, config.port,
                                                            process_request=server.process_request,
-                                                           max_size=MAX_MESSAGE_BYTES, compression=None) as ws_server:
+                                                           process_response=server.process_response,
+                                                           max_size=MAX_MESSAGE_BYTES, max_queue=MAX_QUEUE,
+                                                           compression=None) as ws_server:
                     ready["port"] = ws_server.sockets[0].getsockname()[1]
                     ready["loop"], ready["stop"] = loop, stop
                     started.set()
@@ -626,5 +694,5 @@ def serve(config: DemoConfig) -> None:
 
 
 __all__ = ["BUSY_CLOSE_CODE", "DEFAULT_PORT", "DemoConfig", "DemoServer", "IDLE_CLOSE_CODE", "MAX_MESSAGE_BYTES",
-           "OFFLINE", "RunningDemo", "STREAMING", "WEB_DIR", "normalize_origin", "resolve_version", "serve", "start",
-           "words_refusal"]
+           "MAX_QUEUE", "OFFLINE", "RunningDemo", "STREAMING", "WEB_DIR", "control_message", "json_depth",
+           "normalize_origin", "resolve_version", "serve", "start", "words_refusal"]

@@ -5,7 +5,9 @@ code is imported, so a server runs any export without this project's Keras layer
 live here too: each request is checked on its own, before it can join a batch, so a bad request is
 answered INVALID_ARGUMENT with the reason and never fails the requests it would have been batched with.
 Every input, the options included, goes through one check (`Servable._tensor`): its dtype, a shape its
-values agree with, and a size within the message limit, before it is read as an array.
+values agree with, its values counted as they will be read (a shape filled from fewer values counts in full),
+and the whole request within `max_request_bytes`, before any input is read as an array; then the rows and
+each WAV's length (from its header) before any audio is decoded. A message never quotes more than a few values.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import json
 import logging
 import math
 import re
-import threading
 from pathlib import Path
 
 import grpc
@@ -25,6 +26,7 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
 from deepspeech2.decode import Decoder, DecoderConfig
+from deepspeech2.decode.beam import normalize_hotwords
 from deepspeech2.decode.words import FrameClock, Word, WordConfig, decode_words
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, FINAL, FRAME_CLOCK, LENGTHS,
@@ -44,9 +46,12 @@ NBEST_SCORES = "nbest_scores"  # float32 (batch, nbest): DS2 eq. 12's Q(y) = log
 # search to favour, to the server's own (--hotwords), at the server's --hotword_weight; its hotword bonus counts in
 # `nbest_scores`; with `words`, it biases the words' search too. Without either it is refused: the `transcripts`
 # output is the graph's greedy decoding.
-MAX_HOTWORDS = 256  # hotwords one request may add: each is a regex alternative and a trie entry, built per request
-# (about 50 ms for 256 on one core) and matched against every new hypothesis text
-MAX_HOTWORD_CHARS = 100  # characters per hotword at most
+MAX_HOTWORDS = 256  # hotwords one request may add
+MAX_HOTWORD_CHARS = 100  # characters per hotword at most, as sent
+# Words one request's hotwords may add in all, counted after normalization ("1234567" becomes eleven words): each is a
+# regex alternative and a trie entry, built per request and matched against every new hypothesis text, so the
+# search's time grows with them (docs/serving.md, "What one request, one client and one connection may cost", gives the cost of a request at this cap).
+MAX_HOTWORD_WORDS = 64
 # With the int input `words` = 1 (export/requests.py), the words of each utterance's transcript (the server's beam
 # search, with its LM and hotwords and the request's `hotwords`), word by word: what ds2-infer --words prints
 # (`decode.words.decode_words`, with the export's clock and words.json). Rows are padded to the utterance with the
@@ -71,7 +76,11 @@ SESSION_ID = "session_id"
 SEQUENCE = "sequence"
 SESSION_TRANSCRIPTS = "session_transcripts"
 SESSION_ID_HEX = re.compile(r"[0-9a-f]{32}")
-MAX_TENSOR_BYTES = 32 << 20  # an input may not decode to more than this (ds2-serve passes its message limit)
+MAX_REQUEST_BYTES = 32 << 20  # a request's inputs may take no more than this once read (ds2-serve: its message limit)
+MAX_ROWS = 16  # utterances one request may carry (ds2-serve: --max_batch_size, TF Serving's rule)
+STRING_BYTES = 48  # what a string costs once read besides its bytes (a numpy object slot and a Python bytes object)
+MAX_OPTION_VALUES = 1024  # values an option (`nbest`, `hotwords`, `words`, ...) may hold to be read at all, a few
+# KB: its own check then says what it takes (one value, at most MAX_HOTWORDS); a shape of millions is refused unread
 _VALUE_FIELDS = {types_pb2.DT_FLOAT: "float_val", types_pb2.DT_INT32: "int_val", types_pb2.DT_INT64: "int64_val",
                  types_pb2.DT_BOOL: "bool_val", types_pb2.DT_STRING: "string_val"}  # the dtypes requests use
 _INTS = (types_pb2.DT_INT32, types_pb2.DT_INT64)
@@ -90,6 +99,27 @@ def invalid(message: str) -> RequestError:
     return RequestError(grpc.StatusCode.INVALID_ARGUMENT, message)
 
 
+def brief(value: np.ndarray) -> str:
+    """A value for a message: its first few elements, and how many there are when that is more."""
+    flat = np.asarray(value).reshape(-1)
+    shown = [v[:40] if isinstance(v, bytes) else v for v in flat[:4].tolist()]
+    return f"{shown}" if flat.size <= 4 else f"{shown[:3]}... ({flat.size} values)"
+
+
+def wav_frames(data: bytes) -> int | None:
+    """The audio frames (samples per channel) a WAV file's header declares, capped at the bytes it holds; None when
+    it has no `fmt ` and `data` chunk to read them from (the decoder then says what is wrong)."""
+    block, at = None, 12
+    while at + 8 <= len(data):
+        chunk, size = data[at:at + 4], int.from_bytes(data[at + 4:at + 8], "little")
+        if chunk == b"fmt " and at + 22 <= len(data):
+            block = int.from_bytes(data[at + 20:at + 22], "little")  # bytes per frame (block align)
+        elif chunk == b"data":
+            return min(size, len(data) - at - 8) // block if block else None
+        at += 8 + size + (size & 1)  # chunks are padded to an even size
+    return None
+
+
 def tf_error_message(e: tf.errors.OpError) -> str:
     """The line of a TensorFlow error that says what is wrong, without the graph and stack trace.
 
@@ -101,6 +131,14 @@ def tf_error_message(e: tf.errors.OpError) -> str:
     if text.startswith("assertion failed: "):
         text = " ".join(re.findall(r"\[(.*?)\](?=\s*\[|\s*$)", text[len("assertion failed: "):]))
     return text
+
+
+def _array(proto, key: str) -> np.ndarray:
+    """An input `Servable._tensor` has checked, read."""
+    try:
+        return tf.make_ndarray(proto)
+    except Exception as e:  # what the checks don't foresee: still the client's proto
+        raise invalid(f"input `{key}` is not a readable tensor: {str(e)[:200]}") from None
 
 
 def _decode_error(e: Exception) -> str:
@@ -151,15 +189,16 @@ class Servable:
     search."""
 
     def __init__(self, version_dir: str | Path, model_name: str, decoder: DecoderConfig | None = None,
-                 max_tensor_bytes: int = MAX_TENSOR_BYTES):
+                 max_request_bytes: int = MAX_REQUEST_BYTES, max_rows: int = MAX_ROWS):
         """
         Args:
             version_dir: `<model base path>/<version>`, written by ds2-export.
             model_name: the name clients use.
             decoder: the beam decoder for n-best and word requests; None: the export's own (assets.extra/
                 decoder_config.json), else a beam search without LM; kind "greedy": neither.
-            max_tensor_bytes: the most an input may decode to (a TensorProto can ask for a large shape filled
-                from one value).
+            max_request_bytes: the most a request's inputs may take once read, all together (a TensorProto can ask
+                for a large shape filled from one value).
+            max_rows: the most utterances (rows) one request may carry.
 
         Raises:
             FileNotFoundError: not an export (no saved_model.pb or assets.extra/export.json), or the
@@ -168,7 +207,8 @@ class Servable:
         """
         self.path = Path(version_dir)
         self.name = model_name
-        self.max_tensor_bytes = max_tensor_bytes
+        self.max_request_bytes = max_request_bytes
+        self.max_rows = max_rows
         self.version = int(self.path.name)
         extra = self.path / ASSETS_EXTRA
         for needed in (self.path / "saved_model.pb", extra / EXPORT_INFO):
@@ -183,11 +223,20 @@ class Servable:
         if missing:
             raise ValueError(f"`{self.path}` lacks the signature(s) {sorted(missing)}; re-export it with ds2-export")
         self.vocab = Vocabulary.load(extra / "vocab.txt")
+        # The searches share the decoder without a lock: each keeps its own beams and LM caches, and pyctcdecode's LM
+        # and the hotword scorers are only read, so one request's search never waits for another's.
         self.decoder = self._make_decoder(decoder, extra)
+        try:
+            self._load(extra)
+        except BaseException:
+            if self.decoder is not None:
+                self.decoder.search.release()  # its LM, now, not whenever the collector finds this half-built object
+            raise
+
+    def _load(self, extra: Path) -> None:
         # Word times: the model's clock (None in an export older than it: no words) and the shifts and calibration.
         self.clock = FrameClock(**self.info[FRAME_CLOCK]) if self.info.get(FRAME_CLOCK) else None
         self.word_config = WordConfig.load(extra / WORDS_CONFIG) if (extra / WORDS_CONFIG).is_file() else WordConfig()
-        self._decoder_lock = threading.Lock()  # pyctcdecode's decoder is not documented as thread-safe
         try:
             loaded = tf.saved_model.load(str(self.path))
         except Exception as e:  # a damaged or foreign SavedModel
@@ -229,8 +278,7 @@ class Servable:
         decoder = self.lm_decoder
         if decoder is None or len(log_probs) == 0:
             return greedy
-        with self._decoder_lock:
-            return decoder.decode_utterances([log_probs])[0]  # one utterance: in this thread, no worker pool
+        return decoder.decode_utterances([log_probs])[0]  # one utterance: in this thread, no worker pool
 
     def final_words(self, log_probs: np.ndarray, samples: int) -> tuple[str, list[Word]]:
         """A finished utterance's transcript (`final_transcript`'s, with the LM) and its words (`decode_words` with
@@ -246,9 +294,8 @@ class Servable:
             raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"`{WORDS}` of a final transcript need the "
                                "server's LM beam search and the export's clock: " + (
                                    "this server has no LM" if decoder is None else "export the model again"))
-        with self._decoder_lock:
-            return decode_words(decoder.search, log_probs, self.clock, self.word_config,
-                                duration=samples / self.sample_rate)
+        return decode_words(decoder.search, log_probs, self.clock, self.word_config,
+                            duration=samples / self.sample_rate)
 
     # ------------------------------------------------------------------------------------------- running
 
@@ -257,20 +304,21 @@ class Servable:
         outputs = self._forward(**{WAVEFORMS: tf.constant(waveforms), LENGTHS: tf.constant(lengths)})
         return {k: v.numpy() for k, v in outputs.items()}
 
-    def nbest(self, log_probs: np.ndarray, lengths: np.ndarray, n: int, hotwords=None) -> tuple[np.ndarray, np.ndarray]:
+    def nbest(self, log_probs: np.ndarray, lengths: np.ndarray, n: int, hotwords=None, stop=None
+              ) -> tuple[np.ndarray, np.ndarray]:
         """The beam decoder's n best hypotheses per utterance: `(texts (batch, n) object, scores (batch, n))`, with
-        `hotwords` (`Work.hotwords`; None: the server's)."""
+        `hotwords` (`Work.hotwords`; None: the server's). `stop` is called before each frame of the searches; what it
+        raises ends them (a request nobody waits for)."""
         texts = np.full((len(lengths), n), b"", dtype=object)
         scores = np.full((len(lengths), n), -np.inf, np.float32)
         for b, steps in enumerate(lengths):
-            with self._decoder_lock:
-                beams = self.decoder.search.nbest(log_probs[b, :steps], n, hotwords)
+            beams = self.decoder.search.nbest(log_probs[b, :steps], n, hotwords, stop)
             for k, (text, score) in enumerate(beams):
                 texts[b, k], scores[b, k] = text.encode("utf-8"), score
         return texts, scores
 
-    def words(self, log_probs: np.ndarray, output_lengths: np.ndarray, lengths: np.ndarray, hotwords=None
-              ) -> dict[str, np.ndarray]:
+    def words(self, log_probs: np.ndarray, output_lengths: np.ndarray, lengths: np.ndarray, hotwords=None,
+              stop=None) -> dict[str, np.ndarray]:
         """Each utterance's words with their times and confidences (`decode_words`, with this export's clock and word
         config), as the `WORD_OUTPUTS` arrays (`word_outputs`).
 
@@ -278,12 +326,12 @@ class Servable:
             log_probs: float32 (batch, steps, vocab); output_lengths: int (batch,) their valid steps.
             lengths: int (batch,) the audio's samples (times are clipped to its end).
             hotwords: `Work.hotwords` (None: the server's).
+            stop: as `nbest`'s.
         """
         timed = []
         for b, steps in enumerate(output_lengths):
-            with self._decoder_lock:
-                timed.append(decode_words(self.decoder.search, log_probs[b, :steps], self.clock, self.word_config,
-                                          hotwords, duration=int(lengths[b]) / self.sample_rate)[1])
+            timed.append(decode_words(self.decoder.search, log_probs[b, :steps], self.clock, self.word_config,
+                                      hotwords, duration=int(lengths[b]) / self.sample_rate, stop=stop)[1])
         return word_outputs(timed)
 
     def warm_up(self, predict) -> int:
@@ -308,9 +356,10 @@ class Servable:
 
         Raises:
             RequestError: INVALID_ARGUMENT naming the problem (unknown signature or input, wrong dtype or
-                rank, NaN/Inf samples, empty, too short or too long audio, bytes that aren't a WAV, a WAV at
-                another sample rate, a bad `nbest`, `hotwords` or `words`); FAILED_PRECONDITION for `words` from a
-                server without a beam search or an export without a clock.
+                rank, a request over `max_request_bytes` or `max_rows`, NaN/Inf samples, empty, too short or too
+                long audio, bytes that aren't a WAV, a WAV at another sample rate, a bad `nbest`, `hotwords` or
+                `words`); FAILED_PRECONDITION for `words` from a server without a beam search or an export without a
+                clock.
         """
         signature = request.model_spec.signature_name or SERVING_DEFAULT
         if signature not in self.signature_defs:
@@ -323,13 +372,21 @@ class Servable:
             named = ", ".join(f"`{o}`" for o in sorted(options))
             raise invalid(f"unknown input(s) {sorted(given - expected - options)} for signature {signature!r}; it "
                           f"takes {sorted(expected)} (and the option(s) {named})")
-        arrays = {}
-        for key in sorted(given):  # every input through the one check, before any rule between inputs
+        # Every input through the one check, and the request's size counted, before any input is read.
+        spent = 0
+        for key in sorted(given):
             if key in expected:
-                arrays[key] = self._input(request.inputs[key], key, sig.inputs[key])
+                info = sig.inputs[key]
+                nbytes = self._tensor(request.inputs[key], key, (info.dtype,), rank=len(info.tensor_shape.dim))
             else:
-                arrays[key] = self._tensor(request.inputs[key], key, (types_pb2.DT_STRING,)
-                                           if key in (SESSION_ID, HOTWORDS) else _INTS)
+                nbytes = self._tensor(request.inputs[key], key, (types_pb2.DT_STRING,) if key in (SESSION_ID, HOTWORDS)
+                                      else _INTS, most=MAX_OPTION_VALUES)
+            spent += nbytes
+            if spent > self.max_request_bytes:
+                raise invalid(f"the request's inputs take {spent} bytes or more once read (input `{key}`: {nbytes}; a "
+                              f"shape filled from fewer values counts in full), over the {self.max_request_bytes} "
+                              "bytes a request may take (--max_message_bytes); send fewer or shorter utterances")
+        arrays = {key: _array(request.inputs[key], key) for key in sorted(given)}
         if signature == STREAM_STEP and SESSION_ID in given:
             expected = expected - {STATE}  # the server keeps the session's state
         if expected - given:
@@ -361,13 +418,15 @@ class Servable:
         return Work(signature, np.ascontiguousarray(waveforms[:, :longest], np.float32), lengths.astype(np.int32),
                     nbest, hotwords=hotwords, words=words)
 
-    def _tensor(self, proto, key: str, dtypes: tuple[int, ...]) -> np.ndarray:
-        """The one check every input goes through: its dtype, a shape its values agree with, a size within
-        `max_tensor_bytes`; then the array.
+    def _tensor(self, proto, key: str, dtypes: tuple[int, ...], rank: int | None = None, most: int | None = None
+                ) -> int:
+        """The one check every input goes through, before it is read: its dtype, a shape its values agree with, its
+        rank and rows (`rank`: a signature input's, batch first) or its number of values (`most`: an option's).
+        Returns what it takes once read, in bytes.
 
         TensorFlow reads a shape with fewer values than elements by repeating the last one (as
-        `tf.make_tensor_proto(0.0, shape=...)` writes), and so does this; more values than elements, tensor_content
-        of the wrong length or a negative dimension are refused.
+        `tf.make_tensor_proto(0.0, shape=...)` writes), and so does this, counting the repeats in full; more values
+        than elements, tensor_content of the wrong length or a negative dimension are refused.
 
         Raises:
             RequestError: INVALID_ARGUMENT naming the input.
@@ -377,36 +436,54 @@ class Servable:
                           f"{types_pb2.DataType.Name(proto.dtype)}")
         dims = [d.size for d in proto.tensor_shape.dim]
         if proto.tensor_shape.unknown_rank or any(d < 0 for d in dims):
-            raise invalid(f"input `{key}` has no valid shape ({dims}, unknown_rank "
+            raise invalid(f"input `{key}` has no valid shape ({brief(np.array(dims))}, unknown_rank "
                           f"{proto.tensor_shape.unknown_rank}): give every dimension's size")
+        if rank is not None:
+            if len(dims) != rank:
+                shape = ("[batch, state_size]" if key == STATE else "[batch, samples]") if rank == 2 else "[batch]"
+                raise invalid(f"input `{key}` must have rank {rank} {shape}, got shape {brief(np.array(dims))}")
+            if dims[0] == 0:
+                raise invalid(f"input `{key}` holds no audio (a batch of 0)")
+            if dims[0] > self.max_rows:
+                raise invalid(f"input `{key}` has {dims[0]} rows, over the {self.max_rows} utterances one request may "
+                              "carry (--max_batch_size); split it into several requests")
         count = math.prod(dims)
-        itemsize = 8 if proto.dtype == types_pb2.DT_STRING else tf.as_dtype(proto.dtype).size
-        if count * itemsize > self.max_tensor_bytes:
-            raise invalid(f"input `{key}` of shape {dims} would take {count * itemsize} bytes, over the "
-                          f"{self.max_tensor_bytes} bytes an input may have")
+        if most is not None and count > most:
+            raise invalid(f"input `{key}` holds {count} values, far more than it takes (at most {most} are read)")
         if proto.tensor_content:
+            itemsize = tf.as_dtype(proto.dtype).size
             if proto.dtype == types_pb2.DT_STRING or len(proto.tensor_content) != count * itemsize:
-                raise invalid(f"input `{key}`: shape {dims} holds {count * itemsize} bytes, its tensor_content has "
-                              f"{len(proto.tensor_content)}")
-        else:
-            values = len(getattr(proto, _VALUE_FIELDS[proto.dtype]))
-            if values > count:
-                raise invalid(f"input `{key}`: shape {dims} holds {count} value(s), the proto has {values}")
-        try:
-            return tf.make_ndarray(proto)
-        except Exception as e:  # what the checks above don't foresee: still the client's proto
-            raise invalid(f"input `{key}` is not a readable tensor: {e}") from None
+                raise invalid(f"input `{key}`: shape {brief(np.array(dims))} holds {count} values, its tensor_content "
+                              f"has {len(proto.tensor_content)} bytes")
+            return count * itemsize
+        values = getattr(proto, _VALUE_FIELDS[proto.dtype])
+        if len(values) > count:
+            raise invalid(f"input `{key}`: shape {brief(np.array(dims))} holds {count} value(s), the proto has "
+                          f"{len(values)}")
+        if proto.dtype != types_pb2.DT_STRING:
+            return count * tf.as_dtype(proto.dtype).size
+        filled = (count - len(values)) * len(values[-1]) if values else 0  # the last value, repeated
+        return sum(len(v) for v in values) + filled + count * STRING_BYTES
 
-    def _input(self, proto, key: str, info) -> np.ndarray:
-        """A signature input: `_tensor`, then its rank and a batch that isn't empty."""
-        array = self._tensor(proto, key, (info.dtype,))
-        rank = len(info.tensor_shape.dim)
-        if array.ndim != rank:
-            shape = ("[batch, state_size]" if key == STATE else "[batch, samples]") if rank == 2 else "[batch]"
-            raise invalid(f"input `{key}` must have rank {rank} {shape}, got shape {list(array.shape)}")
-        if array.shape[0] == 0:
-            raise invalid(f"input `{key}` holds no audio (a batch of 0)")
-        return array
+    def _decode(self, wav: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        for i, data in enumerate(wav):  # TF's own message quotes the bytes it found, which may not be text
+            if not (isinstance(data, bytes) and data[:4] == b"RIFF" and data[8:12] == b"WAVE"):
+                raise invalid(f"`{WAV}`[{i}] is not a WAV file (it doesn't start with a RIFF/WAVE header)")
+        # Each WAV's length from its header, before any is decoded: the decoded rows, padded to the longest, then
+        # take at most rows x the export's limit.
+        frames = [wav_frames(data) for data in wav]  # None: no header to read; at most 2 bytes a frame (16-bit)
+        self._check_lengths(np.array([len(data) // 2 if n is None else n for n, data in zip(frames, wav)]), WAV,
+                            too_short=False)
+        try:
+            waveforms, lengths = self._decode_wav(tf.constant(wav, tf.string))
+        except (tf.errors.InvalidArgumentError, UnicodeDecodeError) as e:
+            for i in range(len(wav)):  # which one? (the graph doesn't say)
+                try:
+                    self._decode_wav(tf.constant(wav[i:i + 1], tf.string))
+                except (tf.errors.InvalidArgumentError, UnicodeDecodeError) as one:
+                    raise invalid(f"`{WAV}`[{i}]: {_decode_error(one)}") from None
+            raise invalid(f"`{WAV}`: {_decode_error(e)}") from None
+        return waveforms.numpy(), lengths.numpy()
 
     def _check_stream(self, arrays: dict) -> Work:
         waveforms, lengths, final = arrays[WAVEFORMS], arrays[LENGTHS].astype(np.int32), arrays[FINAL].astype(bool)
@@ -471,7 +548,7 @@ class Servable:
     def _sequence(value: np.ndarray) -> int:
         if value.size != 1 or int(value.reshape(-1)[0]) < 0:
             raise invalid(f"`{SEQUENCE}` must be one integer >= 0 (the step's number in its session), got "
-                          f"{value.tolist()}")
+                          f"{brief(value)}")
         return int(value.reshape(-1)[0])
 
     def _nbest(self, value: np.ndarray) -> int:
@@ -480,14 +557,14 @@ class Servable:
                           "--decoder greedy)")
         beam = self.decoder.config.beam_size
         if value.size != 1 or not 1 <= int(value.reshape(-1)[0]) <= beam:
-            raise invalid(f"`{NBEST}` must be one integer in [1, {beam}] (the beam size), got {value.tolist()}")
+            raise invalid(f"`{NBEST}` must be one integer in [1, {beam}] (the beam size), got {brief(value)}")
         return int(value.reshape(-1)[0])
 
     @staticmethod
     def _words(value: np.ndarray) -> bool:
         if value.size != 1 or int(value.reshape(-1)[0]) not in (0, 1):
             raise invalid(f"`{WORDS}` must be one integer, 1 (give each word's times and confidence) or 0 (don't), "
-                          f"got {value.reshape(-1).tolist()}")
+                          f"got {brief(value)}")
         return bool(value.reshape(-1)[0])
 
     def _check_words(self) -> None:
@@ -518,27 +595,18 @@ class Servable:
                 raise invalid(f"`{HOTWORDS}`: {word[:40]!r}... has {len(word)} characters, over {MAX_HOTWORD_CHARS}")
             words.append(word)
         try:
+            words = normalize_hotwords(words)
+            count = sum(len(w.split()) for w in words)  # what the search matches: words, as normalized
+            if count > MAX_HOTWORD_WORDS:
+                raise ValueError(f"`{HOTWORDS}` make {count} words once normalized (numbers spelled out), over the "
+                                 f"{MAX_HOTWORD_WORDS} a request may add")
             return self.decoder.search.hotwords_with(words)
         except ValueError as e:
             raise invalid(str(e)) from None
 
-    def _decode(self, wav: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        for i, data in enumerate(wav):  # TF's own message quotes the bytes it found, which may not be text
-            if not (isinstance(data, bytes) and data[:4] == b"RIFF" and data[8:12] == b"WAVE"):
-                raise invalid(f"`{WAV}`[{i}] is not a WAV file (it doesn't start with a RIFF/WAVE header)")
-        try:
-            waveforms, lengths = self._decode_wav(tf.constant(wav, tf.string))
-        except (tf.errors.InvalidArgumentError, UnicodeDecodeError) as e:
-            for i in range(len(wav)):  # which one? (the graph doesn't say)
-                try:
-                    self._decode_wav(tf.constant(wav[i:i + 1], tf.string))
-                except (tf.errors.InvalidArgumentError, UnicodeDecodeError) as one:
-                    raise invalid(f"`{WAV}`[{i}]: {_decode_error(one)}") from None
-            raise invalid(f"`{WAV}`: {_decode_error(e)}") from None
-        return waveforms.numpy(), lengths.numpy()
-
-    def _check_lengths(self, lengths: np.ndarray, key: str) -> None:
-        short = np.flatnonzero(lengths < self.min_samples)
+    def _check_lengths(self, lengths: np.ndarray, key: str, too_short: bool = True) -> None:
+        """INVALID_ARGUMENT for audio over the export's limit, and (`too_short`) under its least."""
+        short = np.flatnonzero(lengths < self.min_samples) if too_short else np.zeros(0, int)
         if short.size:
             i = short[0]
             what = "is empty" if lengths[i] == 0 else f"is {lengths[i]} samples long, shorter than the " \

@@ -34,16 +34,23 @@ changed (a copy still in progress) or every `RETRY_SECONDS`. Only folders named 
 versions. Requests that name a version get that version or INVALID_ARGUMENT (only the newest is kept
 loaded, TF Serving's default policy).
 
-Limits: it binds 127.0.0.1 unless told otherwise, and the port has no authentication unless
-`ssl_config_file` (TF Serving's SSLConfig: TLS, and client certificates with `client_verify`) or a proxy
-in front provides it (docs/serving.md, "TLS and authentication"); messages over `max_message_bytes` are refused
-by gRPC (RESOURCE_EXHAUSTED); at most `max_concurrent_requests` requests are handled at once and the batch
-queue is bounded, and both answer RESOURCE_EXHAUSTED at once when full. A request still queued when its
-deadline passes is dropped unrun (DEADLINE_EXCEEDED). Bad requests get INVALID_ARGUMENT with the reason
+Limits (docs/serving.md, "Limits", gives each one's cost): it binds 127.0.0.1 unless told otherwise, and the port has no
+authentication unless `ssl_config_file` (TF Serving's SSLConfig: TLS, and client certificates with `client_verify`)
+or a proxy in front provides it (docs/serving.md, "TLS and authentication"); at most `max_connections` connections, each closed after
+`connection_idle_seconds` without a request and `connection_age_seconds` in all; messages over
+`max_message_bytes` are refused by gRPC (RESOURCE_EXHAUSTED), and so is a request whose inputs, read, would take
+more (INVALID_ARGUMENT: a TensorProto's shape filled from one value counts in full), or that carries more than a
+batch of utterances; at most `max_concurrent_requests` Predicts are handled at once (GetModelStatus and
+GetModelMetadata keep answering) and the batch queue is bounded, and both answer RESOURCE_EXHAUSTED at once when
+full. A request still queued when its deadline passes, or whose client has gone, is dropped unrun; its beam
+searches stop at the next frame once nobody waits for them, or past `max_search_seconds` of CPU (RESOURCE_EXHAUSTED);
+no search waits for another's. An internal error answers INTERNAL with a request id, its text going to the log.
+A streaming client holds at most `max_streams_per_client` sessions. Bad requests get INVALID_ARGUMENT with the reason
 (unknown model, version or signature, a malformed tensor, wrong dtype or rank, NaN/Inf, empty or over-long
 audio, bytes that aren't a WAV, a wrong sample rate). Unknown model names and versions are INVALID_ARGUMENT
 here, where TF Serving says NOT_FOUND. SIGTERM (or SIGINT) stops taking requests and finishes the ones in
-flight (up to `grace_seconds`) before the process exits.
+flight (up to `grace_seconds`, then their searches stop) before the process exits. At start, a model base path
+that every user may write (or that another user owns) is warned about: loading a version runs its graph.
 
 Each response carries gRPC trailing metadata that standard clients ignore: `ds2-batch-size` (rows in the
 forward pass it rode in), `ds2-queue-ms` and `ds2-run-ms`; serving/loadtest.py reads them.
@@ -52,10 +59,13 @@ forward pass it rode in), `ds2-queue-ms` and `ds2-run-ms`; serving/loadtest.py r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import re
+import secrets
 import signal
+import stat
 import threading
 import time
 from concurrent import futures
@@ -73,18 +83,28 @@ from deepspeech2.decode import DecoderConfig
 from deepspeech2.fileio import atomic_write
 from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE, STREAM_STEP
 from deepspeech2_export.requests import WORDS
-from deepspeech2_serving.batching import Batcher, BatchingConfig, BatchResult, Expired, QueueFull
-from deepspeech2_serving.servable import (NBEST_SCORES, NBEST_TRANSCRIPTS, OUTPUT_TIME_KEYS, SESSION_ID,
+from deepspeech2_serving.batching import (MAX_BATCH_SAMPLES, Batcher, BatchingConfig, BatchResult, Expired, QueueFull,
+                                          join, pieces)
+from deepspeech2_serving.servable import (MAX_ROWS, NBEST_SCORES, NBEST_TRANSCRIPTS, OUTPUT_TIME_KEYS, SESSION_ID,
                                           SESSION_TRANSCRIPTS, WORD_OUTPUTS, RequestError, Servable, Work, invalid,
                                           tf_error_message, word_outputs)
-from deepspeech2_serving.streaming import IDLE_SECONDS, MAX_BYTES, MAX_SECONDS, MAX_STREAMS, SessionStore
+from deepspeech2_serving.streaming import (IDLE_SECONDS, MAX_BYTES, MAX_SECONDS, MAX_STREAMS, MAX_STREAMS_PER_CLIENT,
+                                           SessionStore)
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8500  # TF Serving's gRPC port
 MAX_MESSAGE_BYTES = 32 << 20  # 32 MiB: ~8 minutes of float32 audio at 16 kHz, far over the default duration limit
 RETRY_SECONDS = 60.0  # a version that failed to load is tried again this often even if its folder didn't change
+# CPU seconds one request's beam searches (its n-best and words) may take: the untrained worst case (every token a
+# candidate at every frame) at beam 200 is about 2 s per second of audio on one core, so 16 rows of 60 s would hold
+# a thread for half an hour; a trained model's searches take a fraction of that (docs/serving.md, "What one request, one client and one connection may cost").
+MAX_SEARCH_SECONDS = 30.0
 VERSION_NAME = re.compile(r"[0-9]+")  # ASCII digits only: "²".isdigit() is true, int("²") fails
+# RPCs beyond --max_concurrent_requests that gRPC still takes, so that GetModelStatus and GetModelMetadata answer
+# while every Predict slot is busy (Predicts past the limit are refused by the servicer, at once).
+RESERVED_RPCS = 8
+HANDSHAKE_SECONDS = 10  # a connection that hasn't finished its HTTP/2 (and TLS) handshake by then is closed
 
 
 @dataclass(frozen=True)
@@ -98,11 +118,20 @@ class ServeConfig:
     port_file: str = ""  # write the bound port here once serving (for --port 0)
     batching: BatchingConfig | None = BatchingConfig()  # None: every request runs alone, as it arrives
     max_message_bytes: int = MAX_MESSAGE_BYTES  # larger requests or responses: RESOURCE_EXHAUSTED
-    max_concurrent_requests: int = 64  # requests handled at once (gRPC threads); more: RESOURCE_EXHAUSTED
+    max_concurrent_requests: int = 64  # Predict requests handled at once; more: RESOURCE_EXHAUSTED
+    max_connections: int = 256  # client connections (TCP) at once; more are closed at once (UNAVAILABLE)
+    connection_idle_seconds: float = 300.0  # a connection with no request in flight for this long is closed
+    connection_age_seconds: float = 3600.0  # a connection is closed after this long (its requests get
+    # `grace_seconds` to finish; clients reconnect), so that no client holds one for good
     poll_seconds: float = 1.0  # how often the base path is checked for a new version; 0: never
     decoder: DecoderConfig | None = None  # beam decoder for n-best requests; None: each version's own
+    max_search_seconds: float = MAX_SEARCH_SECONDS  # CPU seconds one request's beam searches may take; more:
+    # RESOURCE_EXHAUSTED
+    max_batch_samples: int = MAX_BATCH_SAMPLES  # padded samples (rows x the longest) per forward pass; a request
+    # over it runs as several passes, one after the other
     grace_seconds: float = 30.0  # on SIGTERM, how long requests in flight may take to finish
     max_streams: int = MAX_STREAMS  # streaming sessions open at once; more: RESOURCE_EXHAUSTED
+    max_streams_per_client: int = MAX_STREAMS_PER_CLIENT  # of those, from one client address; more: RESOURCE_EXHAUSTED
     stream_idle_seconds: float = IDLE_SECONDS  # a session unused this long is forgotten
     max_stream_seconds: float = MAX_SECONDS  # a session's audio at most; a chunk past it: OUT_OF_RANGE
     max_stream_memory_bytes: int = MAX_BYTES  # the sessions' states and beam searches together; more: RESOURCE_EXHAUSTED
@@ -111,10 +140,12 @@ class ServeConfig:
     def __post_init__(self):
         if not 0 <= self.port < 65536:
             raise ValueError(f"`port` must be in [0, 65535], got {self.port!r}")
-        for name in ("stream_idle_seconds", "max_stream_seconds"):
+        for name in ("stream_idle_seconds", "max_stream_seconds", "connection_idle_seconds", "connection_age_seconds",
+                     "max_search_seconds"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"`{name}` must be > 0, got {getattr(self, name)!r}")
-        for name in ("max_message_bytes", "max_concurrent_requests", "max_streams", "max_stream_memory_bytes"):
+        for name in ("max_message_bytes", "max_concurrent_requests", "max_connections", "max_streams",
+                     "max_streams_per_client", "max_stream_memory_bytes", "max_batch_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)!r}")
         if self.poll_seconds < 0 or self.grace_seconds < 0:
@@ -124,6 +155,11 @@ class ServeConfig:
     @property
     def name(self) -> str:
         return self.model_name or Path(self.model_base_path).resolve().name
+
+    @property
+    def max_rows(self) -> int:
+        """Utterances one request may carry: a batch's worth (TF Serving's rule without large-batch splitting)."""
+        return self.batching.max_batch_size if self.batching is not None else MAX_ROWS
 
 
 def latest_version(base_path: Path) -> int | None:
@@ -227,7 +263,8 @@ class ModelManager:
         with self._lock:
             self._states[version] = State.LOADING
         try:
-            servable = Servable(folder, self.name, self.config.decoder, self.config.max_message_bytes)
+            servable = Servable(folder, self.name, self.config.decoder, self.config.max_message_bytes,
+                                self.config.max_rows)
             count = self._warm_up(servable)
         except Exception as e:
             first = version not in self._failed
@@ -301,12 +338,15 @@ class ModelManager:
 class Predictor:
     """Checks a request, runs it (through the batcher, or alone), decodes the n-best, builds the response."""
 
-    def __init__(self, batching: BatchingConfig | None, sessions: SessionStore | None = None):
+    def __init__(self, batching: BatchingConfig | None, sessions: SessionStore | None = None,
+                 max_search_seconds: float = MAX_SEARCH_SECONDS, max_batch_samples: int = MAX_BATCH_SAMPLES):
+        self.max_search_seconds = max_search_seconds
+        self.max_batch_samples = max_batch_samples
         self.batcher = None
         if batching is not None:
             # The key is what runs the batch: a Servable (whole utterances) or its StreamRunner (stream steps).
             self.batcher = Batcher(batching, lambda key, w, n, **extras: key.run(w, n, **extras),
-                                   length_key=OUTPUT_LENGTHS, time_keys=OUTPUT_TIME_KEYS)
+                                   length_key=OUTPUT_LENGTHS, time_keys=OUTPUT_TIME_KEYS, max_samples=max_batch_samples)
         self.sessions = sessions if sessions is not None else SessionStore()
 
     def predict(self, request: predict_pb2.PredictRequest, servable: Servable, direct: bool = False,
@@ -333,13 +373,11 @@ class Predictor:
         if work.session is not None:
             result, outputs = self._session_step(servable, work, direct, deadline, context)
         else:
-            result = self._run(servable, work, direct, deadline)
+            result = self._run(servable, work, direct, deadline, context)
+            _still_wanted(context, deadline)  # the searches below are for a client that still waits
             outputs = dict(result.outputs)
-        if work.nbest:
-            outputs[NBEST_TRANSCRIPTS], outputs[NBEST_SCORES] = servable.nbest(
-                outputs[LOG_PROBS], outputs[OUTPUT_LENGTHS], work.nbest, work.hotwords)
-        if work.words and work.session is None:
-            outputs.update(servable.words(outputs[LOG_PROBS], outputs[OUTPUT_LENGTHS], work.lengths, work.hotwords))
+        if work.nbest or (work.words and work.session is None):
+            outputs.update(self._search(servable, work, outputs, context, deadline))
         response = predict_pb2.PredictResponse()
         response.model_spec.name = servable.name
         response.model_spec.version.value = servable.version
@@ -348,13 +386,41 @@ class Predictor:
             response.outputs[key].CopyFrom(tf.make_tensor_proto(outputs[key]))
         return response, result
 
+    def _search(self, servable: Servable, work: Work, outputs: dict, context, deadline: float | None) -> dict:
+        """The n-best and words `work` asks for, over the forward pass's `outputs`. The searches end at their next
+        frame once nobody waits for them (a client gone, its deadline passed, the server stopping) or once they have
+        taken `max_search_seconds` of this thread's CPU: a request's search holds a thread only while its answer is
+        wanted, and for a bounded time."""
+        start = time.thread_time()
+
+        def stop():
+            _still_wanted(context, deadline)
+            if time.thread_time() - start > self.max_search_seconds:
+                raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"the request's beam searches took over "
+                                   f"{self.max_search_seconds:g} s of CPU, the most one request may take "
+                                   "(--max_search_seconds); send fewer or shorter utterances, or fewer hotwords")
+
+        found = {}
+        try:
+            if work.nbest:
+                found[NBEST_TRANSCRIPTS], found[NBEST_SCORES] = servable.nbest(
+                    outputs[LOG_PROBS], outputs[OUTPUT_LENGTHS], work.nbest, work.hotwords, stop)
+            if work.words and work.session is None:
+                found.update(servable.words(outputs[LOG_PROBS], outputs[OUTPUT_LENGTHS], work.lengths, work.hotwords,
+                                            stop))
+        except RequestError as e:
+            logger.info("stopped the beam search of a request after %.2f s of CPU (%s): %s", time.thread_time() - start,
+                        e.code.name, e.message)
+            raise
+        return found
+
     def _session_step(self, servable: Servable, work: Work, direct: bool, deadline: float | None, context
                       ) -> tuple[BatchResult, dict]:
         """One step of the session `work.session` ("": a new one): its state in, the new state kept, its transcript
         out (and on the final step, with `words`, its words). The step is taken (state, log-probs, `sequence`) only
         if it finished in time for a client still waiting; the answer is kept for a retry of the same `sequence`."""
         opening = work.session == ""
-        session = self.sessions.open(servable) if opening else self.sessions.acquire(work.session)
+        session = self.sessions.open(servable, _client(context)) if opening else self.sessions.acquire(work.session)
         taken = False
         try:
             if not opening and work.sequence == session.sequence:
@@ -376,7 +442,7 @@ class Predictor:
             final = bool(work.final[0])
             waveforms, lengths, extras = session.inputs(work.waveforms[:, :work.lengths[0]], final)
             result = self._run(session.servable, Work(STREAM_STEP, waveforms, lengths, 0, extras[STATE],
-                                                      extras[FINAL]), direct, deadline)
+                                                      extras[FINAL]), direct, deadline, context)
             _still_wanted(context, deadline)
             self.sessions.reserve(session, session.added_bytes(result.outputs), final)
             session.absorb(result.outputs, int(lengths[0]), final, result.run_seconds)
@@ -395,34 +461,81 @@ class Predictor:
         finally:
             self.sessions.release(session, discard=opening and not taken)
 
-    def _run(self, servable: Servable, work: Work, direct: bool, deadline: float | None = None) -> BatchResult:
+    def _run(self, servable: Servable, work: Work, direct: bool, deadline: float | None = None, context=None
+             ) -> BatchResult:
+        """The forward pass of `work`, in pieces of at most `max_batch_samples` padded samples run one after the
+        other (a pass's memory grows with its padded size, and other requests' batches run between the pieces),
+        its outputs joined back in the request's row order."""
+        groups = pieces(work.lengths, self.max_batch_samples)
+        if len(groups) == 1:
+            return self._run_piece(servable, work, direct, deadline, context)
+        results = []
+        for rows in groups:
+            longest = int(work.lengths[rows].max())
+            piece = dataclasses.replace(work, waveforms=work.waveforms[rows, :longest], lengths=work.lengths[rows],
+                                        state=None if work.state is None else work.state[rows],
+                                        final=None if work.final is None else work.final[rows])
+            results.append(self._run_piece(servable, piece, direct, deadline, context))
+        return BatchResult(join([r.outputs for r in results], groups, OUTPUT_TIME_KEYS),
+                           max(r.batch_size for r in results), sum(r.queue_seconds for r in results),
+                           sum(r.run_seconds for r in results))
+
+    def _run_piece(self, servable: Servable, work: Work, direct: bool, deadline: float | None, context
+                   ) -> BatchResult:
         key = servable if work.signature != STREAM_STEP else servable.stream_runner
         extras = {STATE: work.state, FINAL: work.final} if work.signature == STREAM_STEP else {}
-        _still_wanted(None, deadline)
+        _still_wanted(context, deadline)
         try:
             if self.batcher is None or direct:
                 start = time.monotonic()
                 outputs = key.run(work.waveforms, work.lengths, **extras)
                 return BatchResult(outputs, len(work.lengths), 0.0, time.monotonic() - start)
-            future = self.batcher.submit(key, work.waveforms, work.lengths, extras, deadline)
+            # A live stream waits for each of its steps: they are batched before whole utterances.
+            future = self.batcher.submit(key, work.waveforms, work.lengths, extras, deadline,
+                                         priority=int(work.signature == STREAM_STEP))
+            if context is not None and not context.add_callback(future.cancel):  # the client gone: dropped unrun
+                future.cancel()
             try:
                 return future.result(None if deadline is None else max(0.0, deadline - time.monotonic()))
             except TimeoutError:
                 future.cancel()  # still queued: it never runs; running: its outputs are dropped
                 raise Expired("the deadline passed before the forward pass was done") from None
+            except futures.CancelledError:
+                raise RequestError(grpc.StatusCode.CANCELLED, "the client cancelled the request; it was not run") \
+                    from None
         except Expired as e:
             raise RequestError(grpc.StatusCode.DEADLINE_EXCEEDED, str(e)) from None
         except QueueFull as e:
             raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e)) from None
         except tf.errors.InvalidArgumentError as e:
             raise invalid(tf_error_message(e)) from None
-        except tf.errors.OpError as e:
-            logger.exception("the model failed")
-            raise RequestError(grpc.StatusCode.INTERNAL, tf_error_message(e)) from None
+        except tf.errors.OpError:
+            raise internal("the model failed") from None
 
     def close(self, timeout: float | None = None) -> None:
         if self.batcher is not None:
             self.batcher.close(timeout)
+
+
+def internal(what: str) -> RequestError:
+    """INTERNAL for the exception being handled: its text and traceback go to the log under a new request id, the
+    client gets the id alone (an exception's text can hold paths, versions, tensor contents: nothing a client
+    should see)."""
+    request_id = secrets.token_hex(8)
+    logger.exception("%s (request id %s)", what, request_id)
+    return RequestError(grpc.StatusCode.INTERNAL, f"internal error (request id {request_id}); the server's log has "
+                        "the details")
+
+
+def _client(context) -> str:
+    """The client's address (the peer's, without the port): "127.0.0.1", "::1", "unix:/path"; "" without a context."""
+    if context is None:
+        return ""
+    peer = context.peer()
+    kind, _, address = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        return address.rsplit(":", 1)[0].strip("[]")
+    return peer
 
 
 def _deadline(context) -> float | None:
@@ -434,30 +547,42 @@ def _deadline(context) -> float | None:
 
 
 def _still_wanted(context, deadline: float | None) -> None:
-    """Raises RequestError (CANCELLED, DEADLINE_EXCEEDED) when nobody waits for the answer any more."""
-    if context is not None and not context.is_active():
-        raise RequestError(grpc.StatusCode.CANCELLED, "the client cancelled the request; nothing was taken")
+    """Raises RequestError (DEADLINE_EXCEEDED, CANCELLED) when nobody waits for the answer any more."""
     if deadline is not None and time.monotonic() >= deadline:
         raise RequestError(grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed; nothing was taken")
+    if context is not None and not context.is_active():
+        raise RequestError(grpc.StatusCode.CANCELLED, "the client cancelled the request; nothing was taken")
 
 
 class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     """TF Serving's PredictionService: Predict and GetModelMetadata (Classify, Regress and MultiInference
     answer UNIMPLEMENTED: they take tf.Examples, not audio)."""
 
-    def __init__(self, manager: ModelManager, predictor: Predictor):
+    def __init__(self, manager: ModelManager, predictor: Predictor, max_requests: int = 64):
         self.manager = manager
         self.predictor = predictor
+        self.max_requests = max_requests
+        self.in_flight = 0  # Predict requests being handled
+        self._lock = threading.Lock()
 
     def Predict(self, request, context):
+        with self._lock:
+            busy = self.in_flight >= self.max_requests
+            self.in_flight += not busy
+        if busy:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{self.max_requests} requests are being handled, the "
+                          "most this server takes at once (--max_concurrent_requests); retry later")
         try:
             servable = self.manager.resolve(request.model_spec)
             response, result = self.predictor.predict(request, servable, context=context)
         except RequestError as e:
             context.abort(e.code, e.message)
-        except Exception as e:  # a bug, not the request: INTERNAL with the reason rather than gRPC's UNKNOWN
-            logger.exception("Predict failed")
-            context.abort(grpc.StatusCode.INTERNAL, f"{type(e).__name__}: {e}")
+        except Exception:  # a bug, not the request: INTERNAL rather than gRPC's UNKNOWN
+            e = internal("Predict failed")
+            context.abort(e.code, e.message)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
         context.set_trailing_metadata((("ds2-batch-size", str(result.batch_size)),
                                        ("ds2-queue-ms", f"{1000 * result.queue_seconds:.2f}"),
                                        ("ds2-run-ms", f"{1000 * result.run_seconds:.2f}")))
@@ -509,6 +634,7 @@ class RunningServer:
     server: grpc.Server
     manager: ModelManager
     predictor: Predictor
+    servicer: PredictionServicer
 
     def stop(self, grace: float | None = None) -> None:
         """Refuse new requests, let those in flight finish (up to `grace` seconds), then stop everything."""
@@ -537,8 +663,12 @@ def start(config: ServeConfig) -> RunningServer:
     if latest_version(base) is None:
         raise FileNotFoundError(f"`model_base_path` {base} holds no version (a numbered folder with saved_model.pb); "
                                 f"write one with ds2-export --export_dir {base.parent} --model_name {base.name}")
+    for warning in base_path_warnings(base):
+        logger.warning(warning)
     predictor = Predictor(config.batching, SessionStore(config.max_streams, config.stream_idle_seconds,
-                                                        config.max_stream_seconds, config.max_stream_memory_bytes))
+                                                        config.max_stream_seconds, config.max_stream_memory_bytes,
+                                                        config.max_streams_per_client), config.max_search_seconds,
+                          config.max_batch_samples)
 
     def warm_up(servable: Servable) -> int:
         return servable.warm_up(lambda request, s: predictor.predict(request, s, direct=True))
@@ -547,12 +677,18 @@ def start(config: ServeConfig) -> RunningServer:
     manager.load_latest()
     options = [("grpc.max_receive_message_length", config.max_message_bytes),
                ("grpc.max_send_message_length", config.max_message_bytes),
-               ("grpc.so_reuseport", 0)]  # a port in use is an error, not shared
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=config.max_concurrent_requests,
-                                                    thread_name_prefix="grpc"),
-                         options=options, maximum_concurrent_rpcs=config.max_concurrent_requests)
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionServicer(manager, predictor),
-                                                                        server)
+               ("grpc.so_reuseport", 0),  # a port in use is an error, not shared
+               # Connections are file descriptors and buffers: a bounded number, none kept idle or for good.
+               ("grpc.max_allowed_incoming_connections", config.max_connections),
+               ("grpc.server_handshake_timeout_ms", HANDSHAKE_SECONDS * 1000),
+               ("grpc.max_connection_idle_ms", round(config.connection_idle_seconds * 1000)),
+               ("grpc.max_connection_age_ms", round(config.connection_age_seconds * 1000)),
+               ("grpc.max_connection_age_grace_ms", round(config.grace_seconds * 1000))]
+    rpcs = config.max_concurrent_requests + RESERVED_RPCS
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=rpcs, thread_name_prefix="grpc"), options=options,
+                         maximum_concurrent_rpcs=rpcs)
+    servicer = PredictionServicer(manager, predictor, config.max_concurrent_requests)
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(servicer, server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(manager), server)
     address = f"[{config.host}]:{config.port}" if ":" in config.host else f"{config.host}:{config.port}"
     try:
@@ -568,7 +704,29 @@ def start(config: ServeConfig) -> RunningServer:
     if config.port_file:
         with atomic_write(config.port_file) as f:
             f.write(f"{port}\n")
-    return RunningServer(port=port, server=server, manager=manager, predictor=predictor)
+    return RunningServer(port=port, server=server, manager=manager, predictor=predictor, servicer=servicer)
+
+
+def base_path_warnings(base: Path) -> list[str]:
+    """Why the model base path is unsafe to serve from, one line each: loading a version runs its graph (and a
+    SavedModel can hold any op, file and network ones included) as the server's user, so whoever may write there
+    may run code as that user. The base path and its version folders must be writable by no one but the server's
+    user (or root): not by every user (a sticky bit doesn't help: anyone may still add a version), and not owned by
+    another user."""
+    problems = []
+    me = os.geteuid()
+    folders = [base] + sorted(p for p in base.iterdir() if VERSION_NAME.fullmatch(p.name) and p.is_dir())
+    for folder in folders:
+        st = folder.stat()
+        if st.st_mode & stat.S_IWOTH:
+            problems.append(f"`{folder}` is writable by every user of this machine: any of them can put a version "
+                            f"there, whose graph ds2-serve runs as uid {me}; chmod o-w it (docs/serving.md, "
+                            "\"Who may write the model base path\")")
+        elif st.st_uid not in (me, 0):
+            problems.append(f"`{folder}` belongs to uid {st.st_uid}, not to ds2-serve's uid {me} (or root): its owner "
+                            f"can put a version there, whose graph ds2-serve runs as uid {me} (docs/serving.md, "
+                            "\"Who may write the model base path\")")
+    return problems
 
 
 @contextlib.contextmanager
@@ -618,4 +776,5 @@ def serve(config: ServeConfig) -> None:
 
 
 __all__ = ["DEFAULT_PORT", "MAX_MESSAGE_BYTES", "ModelManager", "ModelServicer", "PredictionServicer", "Predictor",
-           "RunningServer", "ServeConfig", "latest_version", "serve", "server_credentials", "start"]
+           "RunningServer", "ServeConfig", "base_path_warnings", "internal", "latest_version", "serve",
+           "server_credentials", "start"]

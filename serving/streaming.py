@@ -9,10 +9,13 @@ TF Serving needs). ds2-serve (a stream_step request with `session_id` and `seque
                      partial transcript is the best beam, and at the end only the end-of-sentence score is
                      left to add), audio and compute seconds, at most `max_seconds` of audio (more: OUT_OF_RANGE);
                      with `keep_words`, also what the final words' times and confidences need (`final_words`)
-    SessionStore     sessions by the id it issues (128 random bits), at most `max_streams` open and
-                     `max_bytes` of states and beam searches together (more: RESOURCE_EXHAUSTED), forgotten after
-                     `idle_seconds` unused; a session runs one step at a time (the state of step n+1 is the
-                     output of step n); an ended session keeps its last answer (for a retry) until forgotten
+    SessionStore     sessions by the id it issues (128 random bits), at most `max_streams` open, at most
+                     `max_per_client` of them from one client address, and `max_bytes` of states and beam searches
+                     together (more: RESOURCE_EXHAUSTED); forgotten after `idle_seconds` unused, or once they have
+                     waited for their client's chunks `idle_seconds` longer than the chunks last
+                     (`StreamSession.stale`); a session runs one step at a time (the
+                     state of step n+1 is the output of step n); an ended session keeps its last answer (for a
+                     retry) until forgotten
 
 Steps of different sessions are merged into one forward pass by the `Batcher` (Batch Dispatch across streams,
 DS2 §7.1): each session's step is one row, its state and `final` flag extra per-row inputs.
@@ -33,6 +36,7 @@ from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE
 from deepspeech2_serving.servable import RequestError, Servable
 
 MAX_STREAMS = 256  # sessions open at once
+MAX_STREAMS_PER_CLIENT = 32  # sessions open at once from one client address
 IDLE_SECONDS = 60.0  # a session unused this long is forgotten
 MAX_SECONDS = 60.0  # a session's audio at most (ds2-demo's `max_seconds`)
 MAX_BYTES = 1 << 30  # the sessions' states and beam searches together
@@ -54,12 +58,13 @@ class StepResult:
 class StreamSession:
     """One stream on the server: feed it chunks with `inputs` + `absorb` (or `step`)."""
 
-    def __init__(self, servable: Servable, session_id: str = "", max_seconds: float | None = None):
+    def __init__(self, servable: Servable, session_id: str = "", max_seconds: float | None = None, client: str = ""):
         """
         Args:
             servable: the version that runs the stream (its state fits no other).
             session_id: the id clients know it by (SessionStore issues one).
             max_seconds: the most audio the stream may carry (a chunk past it: OUT_OF_RANGE); None: no limit.
+            client: the address of the client that opened it (SessionStore counts sessions per client).
 
         Raises:
             RequestError: FAILED_PRECONDITION when the model can't stream.
@@ -70,6 +75,7 @@ class StreamSession:
                                "stream_step signature: a bidirectional model?); export a ds2-streaming model")
         self.servable = servable  # the version the stream started on (its state fits no other)
         self.id = session_id
+        self.client = client
         self.max_seconds = max_seconds
         self.state = np.zeros((1, servable.state_size), np.float32)
         self._greedy = GreedyStream(servable.vocab)  # best path, repeats merged across chunks
@@ -80,7 +86,8 @@ class StreamSession:
         self.steps = 0
         self.done = False
         self.busy = False
-        self.used = time.monotonic()
+        self.used = time.monotonic()  # when its last step ended (or began, while it runs)
+        self.waited = 0.0  # seconds it spent waiting for its client's next chunk, between steps
         self.sequence = -1  # the number of the last step taken (ds2-serve's `sequence`)
         self.answer = None  # what that step answered, for a retry of it
         self.charged = 0  # bytes its SessionStore counts for it
@@ -88,6 +95,14 @@ class StreamSession:
     @property
     def audio_seconds(self) -> float:
         return self.audio_samples / self.servable.sample_rate
+
+    def stale(self, now: float, idle_seconds: float) -> bool:
+        """Whether a session not running a step is to be forgotten at `now` (time.monotonic()): unused for
+        `idle_seconds`, or having waited for its client's chunks longer than their audio lasts plus `idle_seconds`.
+        A live stream brings its audio as it is spoken and never waits that long, however slow the server's steps;
+        keep-alive chunks (10 ms every minute) would otherwise hold a session, and its memory, for days."""
+        waiting = self.waited + now - self.used
+        return now - self.used > idle_seconds or waiting > self.audio_seconds + idle_seconds
 
     @property
     def keeps_words(self) -> bool:
@@ -212,16 +227,20 @@ class SessionStore:
     """Sessions by the ids this store issues, for ds2-serve's stream_step requests with `session_id`."""
 
     def __init__(self, max_streams: int = MAX_STREAMS, idle_seconds: float = IDLE_SECONDS,
-                 max_seconds: float | None = MAX_SECONDS, max_bytes: int = MAX_BYTES):
+                 max_seconds: float | None = MAX_SECONDS, max_bytes: int = MAX_BYTES,
+                 max_per_client: int = MAX_STREAMS_PER_CLIENT):
         """
         Args:
             max_streams: sessions open at once; another: RESOURCE_EXHAUSTED.
-            idle_seconds: a session unused this long is forgotten (its id is then NOT_FOUND).
+            idle_seconds: a session unused this long, or that has waited this much longer for its client's chunks
+                than they last, is forgotten (its id is then NOT_FOUND; `StreamSession.stale`).
             max_seconds: a session's audio at most (`StreamSession.max_seconds`).
             max_bytes: the open sessions' states and kept log-probs together; a session or a step that would
                 take them past it: RESOURCE_EXHAUSTED. A final step is always taken: it frees its session's memory.
+            max_per_client: sessions open at once from one client address; another: RESOURCE_EXHAUSTED.
         """
         self.max_streams = max_streams
+        self.max_per_client = max_per_client
         self.idle_seconds = idle_seconds
         self.max_seconds = max_seconds
         self.max_bytes = max_bytes
@@ -233,16 +252,22 @@ class SessionStore:
         """Open sessions (ended ones kept for a retry of their last step don't count)."""
         return sum(not s.done for s in self._sessions.values())
 
-    def open(self, servable: Servable) -> StreamSession:
-        """A new session on `servable`, with a new id, marked busy until `release`.
+    def open(self, servable: Servable, client: str = "") -> StreamSession:
+        """A new session on `servable` for the client at address `client`, with a new id, marked busy until
+        `release`.
 
         Raises:
-            RequestError: RESOURCE_EXHAUSTED when `max_streams` sessions are open or its state doesn't fit in
-                `max_bytes`; FAILED_PRECONDITION when the model can't stream.
+            RequestError: RESOURCE_EXHAUSTED when `max_streams` sessions are open, or `max_per_client` of this
+                client's, or its state doesn't fit in `max_bytes`; FAILED_PRECONDITION when the model can't stream.
         """
-        session = StreamSession(servable, secrets.token_hex(SESSION_ID_BYTES), self.max_seconds)
+        session = StreamSession(servable, secrets.token_hex(SESSION_ID_BYTES), self.max_seconds, client)
         with self._lock:
             self._forget_idle()
+            mine = sum(not s.done and s.client == client for s in self._sessions.values())
+            if mine >= self.max_per_client:
+                raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{mine} streams from {client or 'this client'} "
+                                   "are open, the most this server holds for one client (--max_streams_per_client); "
+                                   "end one, or retry later")
             if len(self) >= self.max_streams:
                 raise RequestError(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{len(self)} streams are open, the most this "
                                    "server holds (--max_streams); retry later")
@@ -263,13 +288,16 @@ class SessionStore:
             session = self._sessions.get(session_id)
             if session is None:
                 raise RequestError(grpc.StatusCode.NOT_FOUND, f"no session {session_id!r}: it was not issued by this "
-                                   f"server, or it was forgotten after {self.idle_seconds:g} s unused (or a restart); "
-                                   "open a new one with an empty `session_id`")
+                                   f"server, or it was forgotten after {self.idle_seconds:g} s unused or waiting as "
+                                   "far behind its audio (a client must send a stream's chunks about as fast as they "
+                                   "are spoken), or after a restart; open a new one with an empty `session_id`")
             if session.busy:
                 raise RequestError(grpc.StatusCode.FAILED_PRECONDITION, f"a step of stream {session_id!r} is still "
                                    "running; send a stream's chunks one after the other")
+            now = time.monotonic()
             session.busy = True
-            session.used = time.monotonic()
+            session.waited += now - session.used
+            session.used = now
             return session
 
     def reserve(self, session: StreamSession, nbytes: int, final: bool = False) -> None:
@@ -309,11 +337,12 @@ class SessionStore:
 
     def _forget_idle(self) -> None:
         now = time.monotonic()
-        for session in [s for s in self._sessions.values() if not s.busy and now - s.used > self.idle_seconds]:
+        for session in [s for s in self._sessions.values() if not s.busy and s.stale(now, self.idle_seconds)]:
             self._forget(session)
         ended = sorted((s for s in self._sessions.values() if s.done and not s.busy), key=lambda s: s.used)
         for session in ended[:max(0, len(ended) - self.max_streams)]:  # answers kept for retries: bounded too
             self._forget(session)
 
 
-__all__ = ["IDLE_SECONDS", "MAX_BYTES", "MAX_SECONDS", "MAX_STREAMS", "SessionStore", "StepResult", "StreamSession"]
+__all__ = ["IDLE_SECONDS", "MAX_BYTES", "MAX_SECONDS", "MAX_STREAMS", "MAX_STREAMS_PER_CLIENT", "SessionStore",
+           "StepResult", "StreamSession"]

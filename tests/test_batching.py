@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deepspeech2_serving.batching import Batcher, BatchingConfig, QueueFull
+from deepspeech2_serving.batching import Batcher, BatchingConfig, QueueFull, join, pieces
 
 REPO = Path(__file__).resolve().parents[1]
 WAIT = 30  # seconds any future may take in these tests (they finish in milliseconds)
@@ -82,6 +82,65 @@ def test_max_batch_size_and_oversized_requests():
     assert sizes == [1, 4, 2, 6, 4]
     assert [rows for _, rows, _ in model.calls] == [1, 4, 2, 6]
     b.close(WAIT)
+
+
+def busy(max_batch_size: int, **kwargs):
+    """One batch thread, held by a running batch of key "utterances" until `model.release`: (model, batcher,
+    the running request's future)."""
+    model = FakeModel(block=True)
+    b = Batcher(BatchingConfig(max_batch_size=max_batch_size, num_batch_threads=1), model, length_key="steps",
+                time_keys=("frames",), **kwargs)
+    running = b.submit("utterances", *request(1, 20))
+    assert model.started.wait(WAIT)
+    return model, b, running
+
+
+def test_stream_steps_go_before_utterances_queued_earlier():
+    """Head-of-line: a live stream's next chunk doesn't wait behind utterances that queued while a batch ran."""
+    model, b, running = busy(4)
+    queued = [b.submit("utterances", *request(4, 1000)) for _ in range(3)]
+    step = b.submit("stream", *request(1, 160), priority=1)
+    model.release.set()
+    for future in [running, step] + queued:
+        future.result(WAIT)
+    assert [key for key, _, _ in model.calls] == ["utterances", "stream", "utterances", "utterances", "utterances"]
+    b.close(WAIT)
+
+
+def test_short_requests_do_not_ride_in_a_batch_padded_to_a_long_one():
+    """Head-of-line: 15 rows of 100 samples padded to one of 60000 would cost 16 long rows and wait as long."""
+    model, b, running = busy(16)
+    long, short, similar = b.submit("m", *request(1, 60000)), b.submit("m", *request(15, 100)), \
+        b.submit("m", *request(1, 50000))
+    model.release.set()
+    assert running.result(WAIT).batch_size == 1
+    assert long.result(WAIT).batch_size == similar.result(WAIT).batch_size == 2  # padding within MAX_PADDING
+    assert short.result(WAIT).batch_size == 15
+    assert [(rows, padded) for _, rows, padded in model.calls[1:]] == [(2, 60000), (15, 100)]
+    b.close(WAIT)
+
+
+def test_a_batch_stays_within_its_padded_samples():
+    """A forward pass's memory grows with rows x the longest: requests join a batch only within `max_samples`."""
+    model, b, running = busy(16, max_samples=1000)
+    queued = [b.submit("m", *request(rows, 300)) for rows in (2, 1, 2)]
+    model.release.set()
+    assert [f.result(WAIT).batch_size for f in queued] == [3, 3, 2]  # 3 x 300 fit in 1000, a 4th row would not
+    running.result(WAIT)
+    b.close(WAIT)
+
+
+def test_a_requests_pieces_join_back_in_its_row_order():
+    lengths = np.array([100, 900, 300, 800, 50])
+    groups = pieces(lengths, 1000)
+    assert [g.tolist() for g in groups] == [[1], [3], [2, 0, 4]]  # longest first; 3 x 300 <= 1000
+    parts = [{"steps": lengths[g] // 10, "frames": np.ones((len(g), int(lengths[g].max()) // 10)) * g[:, None]}
+             for g in groups]
+    joined = join(parts, groups, ("frames",))
+    np.testing.assert_array_equal(joined["steps"], lengths // 10)
+    assert joined["frames"].shape == (5, 90)
+    for row, n in enumerate(lengths // 10):
+        np.testing.assert_array_equal(joined["frames"][row, :n], row)
 
 
 def test_a_second_batch_thread_takes_what_arrives_while_the_first_is_busy():

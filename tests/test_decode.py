@@ -1,5 +1,10 @@
 """Decoders: greedy against a hand-computed case, beam search against TF's, the LM's effect, DS2 pruning."""
 
+import math
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -285,6 +290,23 @@ def test_config_checks():
     with pytest.raises(FileNotFoundError, match="ds2-build-lm"):
         Decoder(DecoderConfig(lm_path="/nonexistent/lm.bin"), EN)
     assert SKIP_LOGP > np.log(1e-15) and SKIP_LOGP < -30
+
+
+@pytest.mark.parametrize("name, value", [("alpha", math.inf), ("beta", math.nan), ("unk_score_offset", -math.inf),
+                                         ("beam_prune_logp", -math.inf), ("hotword_weight", math.inf),
+                                         ("cutoff_prob", math.nan)])
+def test_non_finite_weights_are_refused_naming_the_field(name, value):
+    """An infinite alpha or offset makes every score NaN (inf - inf) and the transcripts arbitrary."""
+    with pytest.raises(ValueError, match=f"`{name}` must be a finite number"):
+        DecoderConfig(**{name: value})
+
+
+@pytest.mark.slow
+def test_a_non_finite_weight_is_one_line_from_the_cli():
+    out = subprocess.run([str(Path(sys.executable).parent / "ds2-serve"), "--model_base_path", "/nonexistent",
+                          "--alpha", "inf"], capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert out.stderr.strip().splitlines()[-1] == "ds2-serve: error: `alpha` must be a finite number, got inf"
 
 
 # --------------------------------------------------------------------------------------------- Mandarin

@@ -9,6 +9,8 @@ transcripts); a second client is a second loopback address (127.0.0.2: all of 12
 import dataclasses
 import json
 import time
+import urllib.error
+import urllib.request
 
 import keras
 import numpy as np
@@ -32,6 +34,7 @@ CONFIG = dataclasses.replace(DS2_STREAMING, conv_filters=(4, 4), rnn_layers=1, r
 TIMEOUT = 30  # seconds any one answer may take on a busy 2-core machine (a limit, not a measurement)
 IDLE_CLOSE_CODE = 4408  # the demo's own code (4000-4999, RFC 6455 §7.4.2), as HTTP 408
 TRY_AGAIN_LATER = 1013  # the close code of a `busy` refusal (IANA: "try again later")
+MESSAGE_TOO_BIG = 1009  # RFC 6455 §7.4.1
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +78,13 @@ def refused(port: int, **kwargs) -> tuple[int, str]:
     with pytest.raises(InvalidStatus) as e:
         open_ws(port, **kwargs).close()
     return e.value.response.status_code, e.value.response.body.decode()
+
+
+def refused_with_headers(port: int, **kwargs):
+    """The HTTP status and headers of a handshake the demo must refuse."""
+    with pytest.raises(InvalidStatus) as e:
+        open_ws(port, **kwargs).close()
+    return e.value.response.status_code, e.value.response.headers
 
 
 def test_a_streaming_export_streams_past_the_exports_limit_up_to_the_flags(demo):
@@ -184,3 +194,54 @@ def test_one_client_at_its_limit_does_not_lock_out_another(demo):
     with open_ws(port) as again:  # A's closed connection freed its place
         assert receive(again)["type"] == "hello"
     a2.close()
+
+
+def test_deeply_nested_json_is_a_protocol_error_and_the_connection_stays(demo, caplog):
+    """A parser recurses once per level: "[" x 200000 (under the size limit) must not close the connection with 1011
+    and a traceback, each time it is sent."""
+    port = demo().port
+    with open_ws(port) as ws:
+        assert receive(ws)["type"] == "hello"
+        for text in ("[" * 200000, "[" * 3000, '{"type": "start", "x": ' + "[" * 100 + "]" * 100 + "}"):
+            ws.send(text)
+            message = receive(ws)
+            assert message["type"] == "error" and message["code"] == "protocol", message
+            assert len(message["message"]) < 200
+        ws.send(json.dumps({"type": "start", "sample_rate": 16000, "encoding": "pcm_s16le"}))
+        assert receive(ws)["type"] == "started"  # the same connection goes on
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")], caplog.text[-2000:]
+
+
+def test_a_message_over_the_size_limit_closes_the_connection(demo):
+    """websockets' defaults would buffer 16 messages of 4 MiB per connection (2 GiB over 32 connections)."""
+    port = demo().port
+    with open_ws(port) as ws:
+        assert receive(ws)["type"] == "hello"
+        ws.send(json.dumps({"type": "start", "sample_rate": 16000, "encoding": "pcm_s16le"}))
+        assert receive(ws)["type"] == "started"
+        ws.send(np.zeros(512 * 1024, "<i2").tobytes())  # 1 MiB: 32 s of audio in one message
+        with pytest.raises(ConnectionClosed) as closed:
+            receive(ws)
+        assert closed.value.rcvd.code == MESSAGE_TOO_BIG
+    with open_ws(port) as ws:  # the demo goes on
+        assert receive(ws)["type"] == "hello"
+
+
+def test_every_http_answer_carries_the_security_headers(demo):
+    """The page can't be framed by another site (frame-ancestors, X-Frame-Options), runs only its own scripts
+    (Content-Security-Policy) and is never read as another content type (nosniff)."""
+    port = demo().port
+    answers = []
+    for path in ("/", "/app.js", "/pcm-worklet.js", "/style.css", "/healthz", "/nope", "/ws"):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=TIMEOUT) as response:
+                answers.append((path, response.status, response.headers))
+        except urllib.error.HTTPError as e:  # 404; /ws without an upgrade: 426
+            answers.append((path, e.code, e.headers))
+    answers.append(("/ws from another origin", *refused_with_headers(port, origin="http://evil.example")))
+    for path, status, headers in answers:
+        policy = headers["Content-Security-Policy"] or ""
+        assert "frame-ancestors 'none'" in policy and "script-src 'self'" in policy, (path, status, policy)
+        assert f"connect-src 'self' ws://127.0.0.1:{port} wss://127.0.0.1:{port}" in policy, (path, policy)
+        assert headers["X-Content-Type-Options"] == "nosniff" and headers["X-Frame-Options"] == "DENY", (path, status)
+    assert [status for _, status, _ in answers] == [200, 200, 200, 200, 200, 404, 426, 403]

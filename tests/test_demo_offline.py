@@ -9,6 +9,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import keras
@@ -157,6 +158,27 @@ def test_an_utterance_is_transcribed_whole_with_the_lm_and_its_words_when_it_sto
             assert final["audio_seconds"] == pytest.approx(len(clips[i]) / RATE, abs=1e-9)
             assert final["batch_size"] == 1 and final["compute_seconds"] > 0 and final["rtf"] > 0
             assert final["latency_ms"] >= final["decode_ms"] >= 0
+
+
+def test_one_users_final_does_not_hold_the_others(model, hello_world_lm):
+    """Push to talk: a long utterance's final search (seconds at a wide beam) runs beside a short one's, not before
+    it under a lock every user waits for."""
+    wide = DecoderConfig(lm_path=str(hello_world_lm), beam_size=256, alpha=0.5, beta=1.0, num_workers=1)
+    running = start(DemoConfig(str(model[1]), port=0, decoder=wide))
+    try:
+        with open_ws(running.port) as long, open_ws(running.port) as short:
+            for ws, seconds in ((long, EXPORT_SECONDS - 0.1), (short, 0.3)):
+                assert receive(ws)["type"] == "hello"
+                start_utterance(ws)
+                ws.send(pcm(speech_like_clip(seconds, seed=11)))
+            long.send(json.dumps({"type": "stop"}))
+            time.sleep(2.0)  # its final search is under way
+            short.send(json.dumps({"type": "stop"}))
+            assert receive(short)["type"] == "final"
+            with pytest.raises(TimeoutError):
+                long.recv(timeout=0)  # still searching
+    finally:
+        running.stop()
 
 
 def test_greedy_finals_without_an_lm_have_no_words(model, clips, references, tmp_path):

@@ -178,7 +178,7 @@ def test_the_shared_flags_make_the_config_and_clis_refuse_bad_hotwords_in_one_li
     # ds2-serve and ds2-demo: hotwords without --lm would drop the export's LM.
     config, override = parse("--decoder", "beam", "--hotwords", "zyxel")
     assert config == [["zyxel"], 8.0] and override.startswith("--hotwords and --hotword_weight replace the export's")
-    assert "`hotword_weight` must be finite and >= 0" in parse("--decoder", "beam", "--hotword_weight=-2", *lm)[0]
+    assert "`hotword_weight` must be >= 0" in parse("--decoder", "beam", "--hotword_weight=-2", *lm)[0]
     out = _run("ds2-infer", "--help")
     assert out.returncode == 0 and "--hotwords" in out.stdout and "--hotword_weight" in out.stdout, out.stderr
     out = _run("ds2-eval", "--model_dir", str(tmp_path), "--manifest", str(tmp_path / "m.jsonl"), "--decoder", "beam",

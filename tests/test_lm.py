@@ -5,8 +5,10 @@ are skipped, saying so, when they aren't built.
 """
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import kenlm
@@ -249,3 +251,50 @@ def test_a_corrupt_gzip_is_named(tmp_path):
         build_lm(LMConfig(text_paths=(str(tmp_path / "lm-norm.txt.gz"),), out=str(tmp_path / "x")))
     with pytest.raises(ValueError, match=r"`arpa`: .*lm-norm.txt.gz could not be read: .*download it again"):
         build_lm(LMConfig(text_paths=(), arpa=str(tmp_path / "lm-norm.txt.gz"), out=str(tmp_path / "x")))
+
+
+@needs_kenlm
+def test_an_interrupted_rebuild_leaves_the_previous_lm_whole(tmp_path):
+    """Ctrl-C while build_binary runs: the LM's files are the previous build's, all of them, never the new word list
+    beside the old binary."""
+    cli = [sys.executable, str(Path(__file__).parents[1] / "bin" / "ds2_build_lm.py")]
+    (tmp_path / "old.txt").write_text(TEXT)
+    (tmp_path / "new.txt").write_text("a new corpus with other words\nzebras graze far away\n")
+    out = tmp_path / "lm" / "en"
+    done = subprocess.run(cli + ["--text_paths", str(tmp_path / "old.txt"), "--out", str(out), "--order", "2"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    before = {p.name: p.read_bytes() for p in out.parent.iterdir()}
+    # KenLM's tools, with a build_binary that says when it starts and then takes its time.
+    tools, started = tmp_path / "kenlm", tmp_path / "build_binary.started"
+    tools.mkdir()
+    (tools / "lmplz").symlink_to(find_kenlm_tool("lmplz"))
+    real = find_kenlm_tool("build_binary")
+    (tools / "build_binary").write_text(f'#!/bin/sh\ntouch {started}\nsleep 120\nexec {real} "$@"\n')
+    (tools / "build_binary").chmod(0o755)
+    proc = subprocess.Popen(cli + ["--text_paths", str(tmp_path / "new.txt"), "--out", str(out), "--order", "2",
+                                   "--kenlm_bin_dir", str(tools)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), proc.communicate()[1][-3000:]
+    proc.send_signal(signal.SIGINT)  # Ctrl-C
+    proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert {p.name: p.read_bytes() for p in out.parent.iterdir()} == before  # no new file, no temp folder left
+    decoder = Decoder(DecoderConfig(beam_size=8, lm_path=f"{out}.bin", num_workers=1), Vocabulary.english())
+    assert "cat" in decoder.search.ctc._language_model._unigram_set
+
+
+@needs_kenlm
+def test_a_binary_beside_another_builds_word_list_is_refused(tmp_path):
+    """What a crash between the renames of a rebuild would leave: the report names the files of one build."""
+    (tmp_path / "a.txt").write_text(TEXT)
+    (tmp_path / "b.txt").write_text("zebras graze far away\n")
+    one = build_lm(LMConfig(text_paths=(str(tmp_path / "a.txt"),), out=str(tmp_path / "one" / "en"), order=2))
+    two = build_lm(LMConfig(text_paths=(str(tmp_path / "b.txt"),), out=str(tmp_path / "two" / "en"), order=2))
+    assert json.loads(one.report_path.read_text())["files"]["en.unigrams.txt"]["bytes"] == \
+        one.unigrams_path.stat().st_size
+    one.unigrams_path.write_bytes(two.unigrams_path.read_bytes())
+    with pytest.raises(ValueError, match=r"en\.unigrams\.txt` is not the file .*en\.json` records.*build the LM again"):
+        Decoder(DecoderConfig(beam_size=8, lm_path=str(one.model_path), num_workers=1), Vocabulary.english())

@@ -3,8 +3,11 @@ to the Keras model, every bad input refused with INVALID_ARGUMENT while the serv
 size and queue limits, the n-best with the export's LM, Batch Dispatch, hot reload, SIGTERM, ds2-client and
 the load test. Servers are ds2-serve subprocesses on free ports, started and stopped here."""
 
+import contextlib
 import dataclasses
+import gc
 import json
+import logging
 import os
 import re
 import shutil
@@ -37,6 +40,7 @@ from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import ASSETS_EXTRA
 from deepspeech2_export.requests import as_wav_bytes, predict_request, wav_bytes
 from deepspeech2_export.saved_model import ExportConfig, export_model
+from deepspeech2_serving.batching import BatchingConfig
 from deepspeech2_serving.client import wav_request
 from deepspeech2_serving.loadtest import LoadTestConfig, load_test
 
@@ -729,3 +733,296 @@ def test_a_burst_of_stop_signals_ends_the_wait():
               "print('stopped')\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "stopped", out.stderr[-2000:]
+
+
+# ------------------------------------------- what one request, one client or one connection can make the server hold
+
+HEAVY_BEAM = 256  # an untrained model's every token is a candidate at every frame: seconds of search per second
+
+
+@contextlib.contextmanager
+def serving(base, **config):
+    """ds2-serve in this process on a free loopback port; yields (RunningServer, PredictionService, ModelService)."""
+    from deepspeech2_serving.server import ServeConfig, start
+
+    config.setdefault("poll_seconds", 0)
+    running = start(ServeConfig(str(base), port=0, **config))
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    try:
+        yield (running, prediction_service_pb2_grpc.PredictionServiceStub(channel),
+               model_service_pb2_grpc.ModelServiceStub(channel))
+    finally:
+        channel.close()
+        running.stop(5)
+
+
+def _status_request():
+    request = get_model_status_pb2.GetModelStatusRequest()
+    request.model_spec.name = "ds2"
+    return request
+
+
+def _filled(dtype, dims, **values):
+    """A hand-built TensorProto: `dims` filled from the values given (TensorFlow repeats the last one)."""
+    from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2
+
+    shape = tensor_shape_pb2.TensorShapeProto(dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=d) for d in dims])
+    return tensor_pb2.TensorProto(dtype=dtype, tensor_shape=shape, **values)
+
+
+def _refused(call, request, code=grpc.StatusCode.INVALID_ARGUMENT, **kwargs) -> str:
+    with pytest.raises(grpc.RpcError) as e:
+        call(request, timeout=TIMEOUT, **kwargs)
+    assert e.value.code() == code, (e.value.code(), e.value.details()[:300])
+    return e.value.details()
+
+
+def test_a_shape_filled_from_one_value_counts_in_full(server, clips, references):
+    """A 600-byte request can declare [16] WAVs from one (16 copies decoded) or [2000]: the request is counted as it
+    will be read, and refused with a short message before anything is decoded."""
+    from tensorflow.core.framework import types_pb2
+
+    wav = wav_bytes(clips[2], RATE)  # 2.1 s: 67 KB; 16 of them are over this server's 1 MB
+    for rows, what in ((16, r"the request's inputs take \d+ bytes .*input `wav`.* over the 1000000 bytes a request "
+                            r"may take \(--max_message_bytes\)"),
+                       (2000, r"input `wav` has 2000 rows, over the 16 utterances one request may carry")):
+        request = predict_request("ds2", "transcribe_wav", {"wav": np.array([wav], object)})
+        request.inputs["wav"].CopyFrom(_filled(types_pb2.DT_STRING, [rows], string_val=[wav]))
+        details = _refused(server.predict.Predict, request)
+        assert re.search(what, details) and len(details) < 400, details[:400]
+    # Options too: a shape of 200000 from one value is refused unread, in one short line.
+    for key, proto in (("nbest", _filled(types_pb2.DT_INT32, [200_000], int_val=[1])),
+                       ("words", _filled(types_pb2.DT_INT32, [200_000], int_val=[1])),
+                       ("hotwords", _filled(types_pb2.DT_STRING, [100_000], string_val=[b"hello"]))):
+        request = wav_request("ds2", wav_bytes(clips[0], RATE), nbest=1)
+        request.inputs[key].CopyFrom(proto)
+        details = _refused(server.predict.Predict, request)
+        assert f"`{key}`" in details and len(details) < 400, details[:400]
+    response = server.predict.Predict(wav_request("ds2", wav_bytes(clips[1], RATE)), timeout=TIMEOUT)
+    assert outputs(response, "transcripts")[0].decode() == references[1][1]
+
+
+def test_rows_per_request_are_capped_at_a_batch(server, clips):
+    """TF Serving's rule: a request carries at most --max_batch_size utterances."""
+    details = _refused(server.predict.Predict, waveform_request([clips[1]] * 17))
+    assert "17 rows, over the 16 utterances one request may carry (--max_batch_size)" in details
+    assert len(server.predict.Predict(waveform_request([clips[1]] * 16), timeout=TIMEOUT).outputs["transcripts"]
+               .string_val) == 16
+
+
+def test_hotwords_are_counted_as_the_words_they_normalize_to(server, clips):
+    """100 characters of digits are one hotword as sent and about 100 words once spelled out: each a regex
+    alternative matched on every new hypothesis."""
+    digits = " ".join(["1234567"] * 12)  # 95 characters, 132 words: "one million two hundred thirty four thousand..."
+    request = wav_request("ds2", wav_bytes(clips[0], RATE), nbest=1)
+    details = _refused(server.predict.Predict, _with(request, hotwords=np.array([digits.encode()], object)))
+    assert re.search(r"`hotwords` make \d+ words once normalized .*over the 64 a request may add", details), details
+    response = server.predict.Predict(_with(request, hotwords=np.array([b"12", b"hello world"], object)),
+                                      timeout=TIMEOUT)
+    assert outputs(response, "nbest_transcripts").shape == (1, 1)
+
+
+@pytest.fixture(scope="module")
+def heavy(model, hello_world_lm):
+    """ds2-serve in this process with a wide beam (each search of a few seconds of audio takes seconds) and two
+    Predict slots; yields (RunningServer, PredictionService, ModelService)."""
+    _, base = model
+    decoder = DecoderConfig(lm_path=str(hello_world_lm), beam_size=HEAVY_BEAM, alpha=0.5, beta=1.0)
+    with serving(base, decoder=decoder, max_concurrent_requests=2, batching=None) as s:
+        yield s
+
+
+def _heavy_request():
+    return wav_request("ds2", wav_bytes(speech_like_clip(3.9, seed=7), RATE), nbest=1)
+
+
+def _until(condition, seconds=120):
+    """Wait for `condition()` (a bound on a hang, not a measurement)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_one_requests_search_does_not_hold_the_others(heavy):
+    """No search runs under a lock every other request waits for: a short n-best is answered while a long one is
+    still searching."""
+    running, stub, _ = heavy
+    long = stub.Predict.future(_heavy_request(), timeout=TIMEOUT)
+    time.sleep(2.0)  # the long one is in its search
+    short = stub.Predict(wav_request("ds2", wav_bytes(speech_like_clip(0.3, seed=5), RATE), nbest=1),
+                         timeout=TIMEOUT)
+    assert outputs(short, "nbest_transcripts").shape == (1, 1)
+    assert not long.done()
+    long.cancel()
+    _until(lambda: running.servicer.in_flight == 0)
+
+
+def test_status_answers_while_every_predict_slot_is_busy(heavy, clips):
+    running, stub, models = heavy
+    busy = [stub.Predict.future(_heavy_request(), timeout=TIMEOUT) for _ in range(2)]
+    time.sleep(2.0)  # both in their searches
+    [status] = models.GetModelStatus(_status_request(), timeout=TIMEOUT).model_version_status
+    assert status.state == get_model_status_pb2.ModelVersionStatus.AVAILABLE
+    details = _refused(stub.Predict, waveform_request(clips[:1]), grpc.StatusCode.RESOURCE_EXHAUSTED)
+    assert "(--max_concurrent_requests)" in details
+    for future in busy:
+        future.cancel()
+    _until(lambda: running.servicer.in_flight == 0)
+
+
+def test_a_search_whose_deadline_passed_stops(heavy, caplog):
+    """The deadline is checked after the forward pass and between the search's frames: a client that gave up holds
+    no thread."""
+    running, stub, _ = heavy
+    caplog.set_level(logging.INFO, logger="deepspeech2_serving.server")
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Predict(_heavy_request(), timeout=1.0)
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    _until(lambda: "stopped the beam search" in caplog.text, 60)  # a search left running would take much longer
+    [stopped] = [r.getMessage() for r in caplog.records if "stopped the beam search" in r.getMessage()]
+    assert "(DEADLINE_EXCEEDED)" in stopped, stopped
+    assert float(stopped.split(" after ")[1].split(" s of CPU")[0]) < time.monotonic() - started
+
+
+def test_a_requests_searches_are_capped_in_cpu_seconds(model, hello_world_lm):
+    _, base = model
+    decoder = DecoderConfig(lm_path=str(hello_world_lm), beam_size=HEAVY_BEAM, alpha=0.5, beta=1.0)
+    with serving(base, decoder=decoder, max_search_seconds=0.5) as (running, stub, _):
+        details = _refused(stub.Predict, _heavy_request(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        assert "took over 0.5 s of CPU, the most one request may take (--max_search_seconds)" in details
+        assert running.servicer.in_flight == 0
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_searches_in_flight_and_exits(model, hello_world_lm, tmp_path):
+    """After --grace_seconds the searches of the requests still in flight end at their next frame: the process exits
+    instead of searching on for minutes."""
+    _, base = model
+    s = Server(base, tmp_path, "--grace_seconds", "1", "--lm", str(hello_world_lm), "--beam_size", "1024",
+               "--noenable_batching")
+    try:
+        long = [s.predict.Predict.future(_heavy_request(), timeout=600) for _ in range(4)]
+        time.sleep(3.0)  # in their searches, which would take minutes
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(120) == 0, s.stderr.read_text()[-3000:]
+        for future in long:
+            assert future.exception() is not None  # cut off, not answered
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+        s.channel.close()
+
+
+def test_a_replaced_version_and_failed_loads_free_their_lm(model, tmp_path):
+    """pyctcdecode keeps every LM in a class-level table: a version swapped out, or one that failed to load (a copy in
+    progress, tried again on each change), must take its KenLM model with it."""
+    from pyctcdecode.decoder import BeamSearchDecoderCTC
+
+    _, exported = model
+    base = tmp_path / "ds2"
+    shutil.copytree(exported / "1", base / "1")
+    with serving(base, poll_seconds=0.2) as (running, _, models):
+        first = running.manager.servable.decoder.search.ctc._model_key
+        gc.collect()  # what earlier tests let go
+        held = len(BeamSearchDecoderCTC.model_container)
+        shutil.copytree(exported / "1", base / ".2.tmp")
+        (base / ".2.tmp").rename(base / "2")
+        _until(lambda: running.manager.servable.version == 2)
+        gc.collect()
+        assert first not in BeamSearchDecoderCTC.model_container
+        assert len(BeamSearchDecoderCTC.model_container) == held
+        # Version 3 as a slow copy leaves it: saved_model.pb and the LM's files, no variables yet; each change of
+        # its files is another try.
+        (base / "3" / ASSETS_EXTRA).mkdir(parents=True)
+        shutil.copy(exported / "1" / "saved_model.pb", base / "3" / "saved_model.pb")
+        shutil.copytree(exported / "1" / ASSETS_EXTRA, base / "3" / ASSETS_EXTRA, dirs_exist_ok=True)
+        for attempt in range(3):
+            (base / "3" / f"partial-{attempt}").write_text("x")
+            _until(lambda: f"partial-{attempt}" in [p[0] for p in running.manager._failed.get(3, ((),))[0] or ()])
+        gc.collect()
+        assert len(BeamSearchDecoderCTC.model_container) == held
+        [status] = models.GetModelStatus(_status_request(), timeout=TIMEOUT).model_version_status[-1:]
+        assert (status.version, status.state) == (3, get_model_status_pb2.ModelVersionStatus.END)
+
+
+def test_connections_are_capped_and_idle_ones_closed(model):
+    """Connections are file descriptors and buffers: at most --max_connections at once, and one with no request in
+    flight is closed after --connection_idle_seconds."""
+    _, base = model
+    with serving(base, max_connections=2, connection_idle_seconds=1.0) as (running, _, _):
+        channels = [grpc.insecure_channel(f"127.0.0.1:{running.port}", options=[("grpc.use_local_subchannel_pool", 1)])
+                    for _ in range(3)]
+        try:
+            for channel in channels[:2]:
+                model_service_pb2_grpc.ModelServiceStub(channel).GetModelStatus(_status_request(), timeout=TIMEOUT)
+            with pytest.raises(grpc.RpcError) as e:  # a third connection at once is closed
+                model_service_pb2_grpc.ModelServiceStub(channels[2]).GetModelStatus(_status_request(), timeout=5)
+            assert e.value.code() == grpc.StatusCode.UNAVAILABLE
+            ready = grpc.ChannelConnectivity.READY.value[0]
+            # The two idle ones are closed by the server (the client's channel goes back to IDLE).
+            _until(lambda: all(c._channel.check_connectivity_state(False) != ready for c in channels[:2]), 60)
+            channels.append(grpc.insecure_channel(f"127.0.0.1:{running.port}"))  # room again
+            model_service_pb2_grpc.ModelServiceStub(channels[3]).GetModelStatus(_status_request(), timeout=TIMEOUT)
+        finally:
+            for channel in channels:
+                channel.close()
+
+
+def test_a_long_request_does_not_pad_the_short_ones_it_is_batched_with(model, clips):
+    """Head-of-line: 15 rows of 0.6 s queued beside one of 3.9 s run as their own batch, not padded to 3.9 s."""
+    _, base = model
+    batching = BatchingConfig(max_batch_size=16, batch_timeout_micros=3_000_000, num_batch_threads=1,
+                              wait_when_idle=True)
+    with serving(base, batching=batching) as (_, stub, _):
+        long = stub.Predict.future(waveform_request([speech_like_clip(3.9, seed=3)]), timeout=TIMEOUT)
+        short = stub.Predict.future(waveform_request([clips[1]] * 15), timeout=TIMEOUT)
+        long.result(), short.result()
+        assert (_batch_size(long), _batch_size(short)) == ("1", "15")
+
+
+def test_a_request_over_the_forward_pass_limit_runs_in_pieces_with_the_same_outputs(model, clips, references):
+    """A forward pass's memory grows with its padded size: a request over --max_batch_samples runs as several passes,
+    and each row still gets what the model gives it alone."""
+    _, base = model
+    with serving(base, max_batch_samples=40_000, batching=None) as (_, stub, _):  # 2.5 s: [2.1], [1.3], [0.9, 0.6]
+        response, call = stub.Predict.with_call(waveform_request(clips), timeout=TIMEOUT)
+    assert _batch_size(call) == "2"  # the largest piece
+    for i, (reference, text) in enumerate(references):
+        assert outputs(response, "output_lengths")[i] == len(reference)
+        np.testing.assert_allclose(outputs(response, "log_probs")[i, :len(reference)], reference, atol=1e-4)
+        assert outputs(response, "transcripts")[i].decode() == text
+
+
+def test_internal_errors_send_a_request_id_not_the_exception(model, clips, caplog, monkeypatch):
+    """An exception's text can hold paths and tensor contents: the client gets an id to quote, the log the rest."""
+    _, base = model
+    with serving(base, batching=None) as (running, stub, _):
+        def fails(*args, **kwargs):
+            raise RuntimeError("secret: /srv/models/ds2/1/variables is odd")
+
+        monkeypatch.setattr(running.manager.servable, "run", fails)
+        details = _refused(stub.Predict, waveform_request(clips[:1]), grpc.StatusCode.INTERNAL)
+        assert "secret" not in details and "RuntimeError" not in details
+        request_id = re.fullmatch(r"internal error \(request id ([0-9a-f]{16})\); the server's log has the details",
+                                  details).group(1)
+        [logged] = [r for r in caplog.records if request_id in r.getMessage()]
+        assert "secret: /srv/models" in caplog.text and logged.exc_info is not None
+
+
+def test_a_world_writable_model_base_path_is_warned_about(model, tmp_path, caplog):
+    """Loading a version runs its graph as the server's user: anyone who can write the base path can run code as it."""
+    _, exported = model
+    base = tmp_path / "ds2"
+    shutil.copytree(exported / "1", base / "1")
+    base.chmod(0o777)
+    with serving(base):
+        pass
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and str(base) in r.getMessage()]
+    assert f"`{base}` is writable by every user of this machine" in warning and "chmod o-w" in warning
+    caplog.clear()
+    base.chmod(0o755)
+    with serving(base):
+        pass
+    assert not [r for r in caplog.records if "writable by every user" in r.getMessage()]

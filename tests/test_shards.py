@@ -16,6 +16,11 @@ from deepspeech2.vocab import Vocabulary
 from factories import make_manifest
 
 
+def _written(folder):
+    """What a run left in `folder`, but the lock file it holds while it runs (`fileio.exclusive_lock`)."""
+    return [p for p in folder.iterdir() if p.name != ".lock"]
+
+
 def _records(shard_dir):
     return {r["id"].numpy().decode(): r for r in read_shards(shard_paths(shard_dir))}
 
@@ -82,9 +87,9 @@ def test_rerun_is_a_noop_and_no_temp_files_left(tmp_path):
     manifest, _ = make_manifest(tmp_path, n=3)
     cfg = ShardConfig(str(tmp_path / "s"), num_shards=2)
     make_shards(manifest, Vocabulary.english(), cfg, progress=False)
-    mtimes = {p: p.stat().st_mtime_ns for p in (tmp_path / "s").iterdir()}
+    mtimes = {p: p.stat().st_mtime_ns for p in _written(tmp_path / "s")}
     make_shards(manifest, Vocabulary.english(), cfg, progress=False)
-    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "s").iterdir()} == mtimes
+    assert {p: p.stat().st_mtime_ns for p in _written(tmp_path / "s")} == mtimes
     assert not [p for p in mtimes if p.name.startswith(".")]
 
 
@@ -106,7 +111,7 @@ def test_crash_leaves_no_half_shard(tmp_path, monkeypatch):
         make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=1), progress=False)
     except RuntimeError:
         pass
-    assert not list((tmp_path / "s").iterdir())  # neither a partial shard, a temp file, nor an index
+    assert not _written(tmp_path / "s")  # neither a partial shard, a temp file, nor an index
 
 
 def test_cli(tmp_path):
@@ -123,6 +128,22 @@ def test_cli(tmp_path):
     assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1] == (
         f"ds2-make-shards: error: vocabulary file `{tmp_path / 'nope.txt'}` does not exist; "
         "build it with ds2-build-vocab")
+
+
+def test_a_second_run_on_the_same_folder_is_refused_while_the_first_runs(tmp_path):
+    """Two runs writing one folder would leave an index that doesn't match its shards: the second stops at once."""
+    from deepspeech2.fileio import exclusive_lock
+
+    manifest, _ = make_manifest(tmp_path, n=2)
+    out = tmp_path / "s"
+    with exclusive_lock(out, "the first ds2-make-shards"):  # a run in progress: the kernel's lock on out/.lock
+        with pytest.raises(ValueError) as e:  # the CLI prints it as its one error line
+            make_shards(manifest, Vocabulary.english(), ShardConfig(str(out), num_shards=2), progress=False)
+        assert str(e.value) == (f"`{out}` is in use by PID {os.getpid()} (a ds2-make-shards there is still running); "
+                                "wait for it to finish, or use another folder")
+        assert not list(out.glob("shard-*")) and not (out / "index.json").exists()
+    assert make_shards(manifest, Vocabulary.english(), ShardConfig(str(out), num_shards=2),
+                       progress=False)["total_count"] == 2  # the lock goes with its holder
 
 
 def test_build_vocab_cli(tmp_path):
@@ -310,7 +331,7 @@ def test_a_failed_rerun_leaves_a_folder_training_refuses(tmp_path, monkeypatch):
     monkeypatch.undo()
     now = {p.name: p.read_bytes() for p in out.glob("shard-*")}
     assert sorted(now) == sorted(old) and [now[n] != old[n] for n in sorted(old)] == [True, True, False, False]
-    assert not (out / "index.json").exists() and not [p for p in out.iterdir() if p.name.startswith(".")]
+    assert not (out / "index.json").exists() and not [p for p in _written(out) if p.name.startswith(".")]
     refusal = rf"`{re.escape(str(out))}`.*re-run `?ds2-make-shards"
     with pytest.raises(ValueError, match=refusal):
         load_index(out)  # what ds2-train reads first
@@ -329,7 +350,7 @@ def test_a_rerun_with_fewer_shards_removes_the_others(tmp_path):
     manifest, _ = make_manifest(tmp_path, n=4)
     make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=4), progress=False)
     make_shards(manifest, Vocabulary.english(), ShardConfig(str(tmp_path / "s"), num_shards=2), progress=False)
-    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [
+    assert sorted(p.name for p in _written(tmp_path / "s")) == [
         "index.json", "shard-00000-of-00002.tfrecord", "shard-00001-of-00002.tfrecord"]
 
 

@@ -711,3 +711,62 @@ def test_session_words_are_asked_for_when_the_session_opens(words_streaming, mod
     with pytest.raises(RequestError) as e:
         session.keep_words()
     assert e.value.code == grpc.StatusCode.FAILED_PRECONDITION and "no LM" in e.value.message
+
+
+# ------------------------------------------------------------------------- what one client's sessions may hold
+
+def test_one_client_is_capped_at_its_own_number_of_sessions(model, clips):
+    """One client can't take every session slot: past --max_streams_per_client it is refused while others fit."""
+    from deepspeech2_serving.server import ServeConfig, start
+
+    _, _, version, _ = model
+    running = start(ServeConfig(str(version.parent), port=0, poll_seconds=0, batching=None, max_streams=10,
+                                max_streams_per_client=2))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            piece = clips[0][:1600]
+            ids = [text_of(stub.Predict(step_request(piece, False, ""), timeout=TIMEOUT), "session_id")
+                   for _ in range(2)]
+            code, error = code_of(stub.Predict, step_request(piece, False, ""), timeout=TIMEOUT)
+            assert code == "RESOURCE_EXHAUSTED" and "2 streams from 127.0.0.1 are open" in error.details() and \
+                "(--max_streams_per_client)" in error.details(), (code, error)
+            assert len(running.predictor.sessions) == 2  # the server's own limit (10) is far off
+            stub.Predict(step_request(piece, True, ids[0], 1), timeout=TIMEOUT)  # one ends: room for another
+            stub.Predict(step_request(piece, False, ""), timeout=TIMEOUT)
+    finally:
+        running.stop(5)
+
+
+def test_keep_alive_chunks_do_not_hold_a_session(model, clips):
+    """10 ms of audio every half second never leaves a session idle, but the session waits far longer for its
+    chunks than they last: it is forgotten once that is --stream_idle_seconds more, while a stream that brings its
+    audio as fast as it is spoken goes on."""
+    from deepspeech2_serving.server import ServeConfig, start
+
+    _, _, version, _ = model
+    idle = 1.0
+    running = start(ServeConfig(str(version.parent), port=0, poll_seconds=0, batching=None, stream_idle_seconds=idle))
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            tick = clips[0][:160]  # 10 ms
+            trickle = text_of(stub.Predict(step_request(tick, False, ""), timeout=TIMEOUT), "session_id")
+            codes = []
+            for sequence in range(1, 40):  # at most 10 s: the trickle is 1 s behind after about 1 s
+                time.sleep(idle / 4)
+                codes.append(code_of(stub.Predict, step_request(tick, False, trickle, sequence), timeout=TIMEOUT)[0])
+                if codes[-1] != "OK":
+                    break
+            assert codes[-1] == "NOT_FOUND" and codes[:-1] == ["OK"] * (len(codes) - 1), codes
+            # 0.5 s of audio every 0.25 s: twice real time, for longer than `idle` in all.
+            pieces = chunks(np.concatenate([clips[2], clips[5], clips[0]]), RATE // 2)
+            live = ""
+            for sequence, piece in enumerate(pieces):
+                response = stub.Predict(step_request(piece, sequence == len(pieces) - 1, live, sequence),
+                                        timeout=TIMEOUT)
+                live = text_of(response, "session_id")
+                time.sleep(idle / 8)
+            assert len(pieces) * idle / 8 > idle
+    finally:
+        running.stop(5)

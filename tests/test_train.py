@@ -810,6 +810,33 @@ def test_cli_refuses_a_changed_data_order_in_one_line_and_restarts_the_epoch(dat
     assert steps == [3, 4]  # 16 utterances in batches of 8, after the checkpoint's 2 steps
 
 
+def test_a_truncated_latest_checkpoint_falls_back_to_the_one_before(data, tmp_path, caplog):
+    """A disk that filled or a copy cut short: resume says so in one line and takes the newest readable one."""
+    run = tmp_path / "run"
+    _stop_mid_epoch(data, run)  # ckpt-1 and ckpt-2, batches of 4
+    [latest] = (run / "checkpoints").glob("ckpt-2.data-*")
+    latest.write_bytes(latest.read_bytes()[:100])
+    result = train(_config(data, run, epochs=1, dev_shards=()))
+    [warning] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("checkpoint ckpt-2: ")]
+    assert warning.endswith("; resumed from ckpt-1, the newest one that could be read") and "\n" not in warning
+    assert result["step"] == 4 and len(result["loss"]) == 3  # the batches after ckpt-1's, none lost
+
+
+def test_resume_refuses_a_changed_model_in_one_line_unless_asked_to_keep_the_weights(data, tmp_path):
+    """Weights trained as one model would go on training as another, a model that is neither."""
+    run = tmp_path / "run"
+    _stop_mid_epoch(data, run)
+    assert json.loads((run / "checkpoints" / "ckpt-2.model_config.json").read_text())["utterance_cmn"] is False
+    changed = dataclasses.replace(TINY, utterance_cmn=True)
+    with pytest.raises(ValueError, match=r"^checkpoint ckpt-2 was trained as another model: utterance_cmn false -> "
+                                         r"true; .*pass --restart_epoch or --init_model_path") as refused:
+        train(_config(data, run, epochs=1, dev_shards=(), model=changed))
+    assert "\n" not in str(refused.value)
+    result = train(_config(data, run, epochs=1, dev_shards=(), model=changed, restart_epoch=True))
+    assert result["step"] == 2 + 4  # the checkpoint's weights and steps, the epoch over
+    assert json.loads((run / "checkpoints" / "ckpt-6.model_config.json").read_text())["utterance_cmn"] is True
+
+
 _WORKER = textwrap.dedent("""
     import sys, numpy as np
     from deepspeech2.data.pipeline import PipelineConfig

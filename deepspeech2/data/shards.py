@@ -10,7 +10,8 @@ leaves a half shard that looks finished. A re-run that rewrites removes the old 
 half-way, it leaves new shards and old ones side by side and no index, which training refuses
 (`load_index`), rather than the old index describing the mix. Re-running with the same manifest,
 vocabulary and settings is a no-op (the index records a fingerprint of all three, and of the format
-version).
+version). A run holds an exclusive lock on DIR (DIR/.lock): a second run on the same DIR stops at once with an
+error naming the first one's PID.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import tensorflow as tf
 from deepspeech2.audio import MAX_DURATION, PCM_SCALE, SAMPLE_RATE, to_pcm16
 from deepspeech2.data.manifest import TooLongError, Utterance, load_utterance, open_manifest, parse_line
 from deepspeech2.features import FeatureConfig
-from deepspeech2.fileio import atomic_path, make_parent, write_json
+from deepspeech2.fileio import atomic_path, exclusive_lock, write_json
 from deepspeech2.model.config import ModelConfig, model_name
 from deepspeech2.model.geometry import ctc_label_steps, output_steps
 from deepspeech2.progress import progress_bar
@@ -224,9 +225,15 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
             line was skipped): empty shards would only fail later, in training, further from the reason.
         OSError: a shard or the index can't be written (a full disk); it names the file.
     """
-    out = Path(config.out_dir)
     if not Path(manifest).exists():
         raise FileNotFoundError(f"manifest `{manifest}` does not exist")
+    # Two runs on one folder would each write shards and an index, the last index describing a mix of both.
+    with exclusive_lock(config.out_dir, "a ds2-make-shards"):
+        return _make_shards(manifest, vocab, config, progress)
+
+
+def _make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardConfig, progress: bool) -> dict:
+    out = Path(config.out_dir)
     fingerprint = _fingerprint(manifest, vocab, config)
     if (out / INDEX).exists():
         previous = _read_index(out / INDEX)
@@ -234,7 +241,6 @@ def make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCon
             _remove_other_shards(out, previous)
             return _nonempty(previous, manifest, out)
     lines, skipped = read_manifest_lines(manifest)
-    make_parent(out / INDEX)
     # Until the new index is written, the folder holds new shards next to old ones: no index (training refuses
     # the folder) rather than the old one describing them.
     (out / INDEX).unlink(missing_ok=True)

@@ -61,6 +61,7 @@ import numpy as np
 
 from deepspeech2 import configs
 from deepspeech2.decode.greedy import check_log_probs, greedy_decode, ids_to_text
+from deepspeech2.decode.lm import check_lm_pair
 from deepspeech2.text import normalize_english
 from deepspeech2.vocab import Vocabulary
 
@@ -76,6 +77,8 @@ WORD_BOUNDARY = "▁"  # pyctcdecode's BPE word-start mark, used for character L
 # kept below -beam_prune_logp (10), past which a hotword's prefixes prune the beams that spell other words.
 HOTWORD_WEIGHT = 8.0
 LN10 = math.log(10)  # pyctcdecode's LM scores are KenLM's log10 times ln 10 (its LOG_BASE_CHANGE_FACTOR)
+FLOAT_FIELDS = ("alpha", "beta", "cutoff_prob", "token_min_logp", "beam_prune_logp", "unk_score_offset",
+                "hotword_weight")  # DecoderConfig's weights and thresholds: each must be finite
 
 
 @dataclass(frozen=True)
@@ -102,10 +105,14 @@ class DecoderConfig:
             raise ValueError(f"`kind` must be one of {KINDS}, got {self.kind!r}")
         if isinstance(self.beam_size, bool) or not isinstance(self.beam_size, int) or self.beam_size < 1:
             raise ValueError(f"`beam_size` must be a positive int, got {self.beam_size!r}")
+        # An infinite or NaN weight turns every hypothesis' score into NaN (inf - inf), and the search's output
+        # into whatever its sort makes of NaN: refuse it here, for every weight and threshold.
+        for name in FLOAT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"`{name}` must be a finite number, got {value!r}")
         if not self.alpha >= 0:
             raise ValueError(f"`alpha` (the LM weight) must be >= 0, got {self.alpha!r}")
-        if not math.isfinite(self.beta):
-            raise ValueError(f"`beta` must be finite, got {self.beta!r}")
         if not 0 < self.cutoff_prob <= 1:
             raise ValueError(f"`cutoff_prob` must be in (0, 1] (1 turns DS2's pruning off), got {self.cutoff_prob!r}")
         if isinstance(self.cutoff_top_n, bool) or not isinstance(self.cutoff_top_n, int) or self.cutoff_top_n < 1:
@@ -124,8 +131,8 @@ class DecoderConfig:
         if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 0:
             raise ValueError(f"`num_workers` must be an int >= 0 (0: one per CPU core), got {self.num_workers!r}")
         object.__setattr__(self, "hotwords", normalize_hotwords(self.hotwords))  # a JSON list, too
-        if not (math.isfinite(self.hotword_weight) and self.hotword_weight >= 0):
-            raise ValueError(f"`hotword_weight` must be finite and >= 0 (nats), got {self.hotword_weight!r}")
+        if not self.hotword_weight >= 0:
+            raise ValueError(f"`hotword_weight` must be >= 0 (nats), got {self.hotword_weight!r}")
         if self.hotwords and self.kind != "beam":
             raise ValueError(f"`hotwords` {list(self.hotwords)} need kind='beam'; greedy decoding has no search to "
                              "bias")
@@ -359,6 +366,10 @@ class BeamSearch:
                 pyctcdecode_labels(vocab), kenlm_model_path=None if lm_path is None else str(lm_path),
                 unigrams=unigrams, alpha=float(config.alpha), beta=float(config.beta),
                 unk_score_offset=float(config.unk_score_offset))
+        # pyctcdecode keeps each decoder's LM in a class-level table (so that forked workers share it) until told to
+        # drop it: drop it with the decoder, or every search built and let go (a served version replaced, one that
+        # failed to load, a tuning run) would keep its KenLM model, unigrams and trie for the life of the process.
+        self._drop_lm = weakref.finalize(self.ctc, _drop_lm, self.ctc._model_key)
         self.vocab = vocab
         self.hotwords = self.hotwords_with(())  # the config's, for every search that isn't given others
 
@@ -374,6 +385,10 @@ class BeamSearch:
             return None
         check_hotwords(words, self.vocab)
         return Hotwords(words, self.config.hotword_weight, self.ctc._language_model)
+
+    def release(self) -> None:
+        """Drop the LM now rather than when this search is let go; the search can't be used afterwards."""
+        self._drop_lm()
 
     def set_weights(self, alpha: float, beta: float) -> None:
         """Change alpha and beta in place (in this process only; for ds2-tune's workers)."""
@@ -407,27 +422,30 @@ class BeamSearch:
         search.advance(candidates)
         return self.text(search.finish()[0][0])
 
-    def nbest(self, log_probs: np.ndarray, n: int, hotwords: Hotwords | None = None) -> list[tuple[str, float]]:
+    def nbest(self, log_probs: np.ndarray, n: int, hotwords: Hotwords | None = None, stop=None
+              ) -> list[tuple[str, float]]:
         """The `n` best hypotheses of one utterance `(time, vocab_size)`, best first, with their DS2 eq. 12
-        scores (fewer when the beam holds fewer; with `hotwords` (None: the config's), their bonus included)."""
+        scores (fewer when the beam holds fewer; with `hotwords` (None: the config's), their bonus included).
+        `stop`: as `PrefixSearch.advance`'s."""
         # As pyctcdecode's decode_beams: keep the beams' diversity.
-        hyps = self.hypotheses(log_probs, prune_history=False, hotwords=hotwords)[:n]
+        hyps = self.hypotheses(log_probs, prune_history=False, hotwords=hotwords, stop=stop)[:n]
         return [(h.text, h.score) for h in hyps] or [("", 0.0)]
 
-    def hypotheses(self, log_probs: np.ndarray, prune_history: bool = True, hotwords: Hotwords | None = None) -> list:
+    def hypotheses(self, log_probs: np.ndarray, prune_history: bool = True, hotwords: Hotwords | None = None,
+                   stop=None) -> list:
         """Every hypothesis the beam holds at the end of one utterance `(time, vocab_size)`, best first, as
         `words.Hypothesis`: transcript, each word's span in model output steps, DS2 eq. 12 score.
 
         `prune_history` True is the search that transcribes (`__call__`: the first hypothesis is its transcript),
-        False the more diverse one of `nbest`; `hotwords` None: the config's. `words.decode_words` uses both.
-        Empty for an utterance of no steps."""
+        False the more diverse one of `nbest`; `hotwords` None: the config's; `stop` as `PrefixSearch.advance`'s.
+        `words.decode_words` uses both. Empty for an utterance of no steps."""
         from deepspeech2.decode.words import hypotheses
 
         candidates, frame_ids, _ = candidate_frames(log_probs, self.config)
         if candidates.shape[0] == 0:
             return []
         search = self.start(prune_history=prune_history, hotwords=hotwords)
-        search.advance(candidates, frame_ids)
+        search.advance(candidates, frame_ids, stop)
         return hypotheses(search.finish(), frame_ids, len(log_probs), self.text)
 
 
@@ -459,15 +477,16 @@ class BeamStream:
         self._kept: list[np.ndarray] = []  # with words: each chunk's kept frames, as output step indices
         self._log_probs: list[np.ndarray] = []  # with words: each chunk's (steps, vocab_size) log-probs
 
-    def update(self, log_probs: np.ndarray) -> None:
-        """Advance over the next `(steps, vocab_size)` log-probabilities (or logits) of the utterance."""
+    def update(self, log_probs: np.ndarray, stop=None) -> None:
+        """Advance over the next `(steps, vocab_size)` log-probabilities (or logits) of the utterance; `stop` as
+        `search.PrefixSearch.advance`'s (what it raises leaves the stream unusable)."""
         log_probs = np.asarray(log_probs)
         if log_probs.ndim != 2:
             raise ValueError(f"`log_probs` must be (steps, vocab_size), got shape {log_probs.shape}")
         frames, kept, self._previous_best = candidate_frames(log_probs, self.search.config, self._previous_best)
-        self._prefix.advance(frames, kept + self.steps)
+        self._prefix.advance(frames, kept + self.steps, stop)
         if self.words:
-            self._diverse.advance(frames, kept + self.steps)
+            self._diverse.advance(frames, kept + self.steps, stop)
             self._kept.append(kept + self.steps)
             self._log_probs.append(np.array(log_probs, np.float32))  # a copy: the caller may reuse its buffer
         self.steps += len(log_probs)
@@ -551,6 +570,7 @@ def check_lm_files(config: DecoderConfig) -> Path | None:
 
     Raises:
         FileNotFoundError: the LM is missing, or a binary LM's unigram list is.
+        ValueError: the LM and the unigram list beside it are not what one ds2-build-lm wrote (`lm.check_lm_pair`).
     """
     if not config.lm_path:
         return None
@@ -560,7 +580,9 @@ def check_lm_files(config: DecoderConfig) -> Path | None:
     if config.unigrams_path:
         if not Path(config.unigrams_path).is_file():
             raise FileNotFoundError(f"`unigrams_path` {config.unigrams_path} does not exist")
-    elif not unigrams_path_for(lm_path).is_file() and lm_path.suffix != ".arpa":  # an ARPA file lists its words
+    elif unigrams_path_for(lm_path).is_file():
+        check_lm_pair(lm_path, unigrams_path_for(lm_path))
+    elif lm_path.suffix != ".arpa":  # an ARPA file lists its words
         raise FileNotFoundError(
             f"the binary LM `{lm_path}` needs its unigram list (`{unigrams_path_for(lm_path)}`, written by "
             "ds2-build-lm next to the binary) or `unigrams_path`: without it pyctcdecode can't score partial "
@@ -577,6 +599,12 @@ def _quiet(logger_name: str):
         yield
     finally:
         logger.setLevel(level)
+
+
+def _drop_lm(key: bytes) -> None:
+    from pyctcdecode.decoder import BeamSearchDecoderCTC
+
+    BeamSearchDecoderCTC.model_container.pop(key, None)
 
 
 _worker_search: BeamSearch | None = None  # set in each pool worker by _init_worker

@@ -18,8 +18,10 @@ lower case), then it gets the same unigram list and binary. Text files and ARPA 
 
 lmplz runs with `--discount_fallback`, which small corpora need (Kneser-Ney's discounts can't be estimated
 from a few thousand sentences); on a large corpus it changes nothing. The tools are the `lmplz` and
-`build_binary` that `make kenlm` puts next to the venv's python. Every output is written to a temp file
-and renamed, so an interrupted build never leaves a half-written model.
+`build_binary` that `make kenlm` puts next to the venv's python. Every output is built in a temporary folder
+and moved in only when all of them are done, the report last: an interrupted build leaves the previous LM as it
+was, and the report records each file's size (and the word list's hash), so that the decoder refuses a binary
+beside another build's word list (`check_lm_pair`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ import collections
 import contextlib
 import dataclasses
 import gzip
+import hashlib
 import io
+import json
 import logging
 import os
 import shutil
@@ -39,7 +43,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from deepspeech2.fileio import atomic_path, atomic_write, temp_prefix, write_json
+from deepspeech2.fileio import durable_replace, temp_prefix, write_json
 from deepspeech2.progress import progress_bar
 from deepspeech2.text import normalize
 
@@ -53,6 +57,7 @@ ARPA_SPECIAL = ("<s>", "</s>", "<unk>")
 SUFFIXES = (".arpa", ".bin", ".unigrams.txt", ".json")
 PROGRESS_LINES = 100_000  # lines read between progress-bar refreshes
 ARPA_PREAMBLE_LINES = 100  # lines an ARPA model may hold before its \data\ line
+FILES = "files"  # the report's record of the files one build wrote: name -> {"bytes", and "sha256" for the word list}
 
 
 @dataclass(frozen=True)
@@ -199,15 +204,17 @@ def build_lm(config: LMConfig) -> LMResult:
             raise FileNotFoundError(f"`{'text_paths' if config.text_paths else 'arpa'}`: {path} does not exist")
     prefix = config.prefix
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    arpa = prefix.with_name(prefix.name + ".arpa")
-    if config.arpa:
-        with atomic_path(arpa) as arpa_tmp:
-            _copy_arpa(Path(config.arpa), arpa_tmp, config.lowercase)
-        counts, read, dropped = collections.Counter(), 0, 0
-    else:
-        # Named as fileio's temps, so that the corpus a killed build leaves goes at the next write into the folder.
-        with tempfile.TemporaryDirectory(prefix=temp_prefix(prefix), dir=prefix.parent) as tmp:
-            tmp = Path(tmp)
+    outputs = {suffix: prefix.with_name(prefix.name + suffix) for suffix in SUFFIXES}
+    # Every file is built in a temporary folder beside the outputs (named as fileio's temps, so that one a killed
+    # build leaves goes at the next write into the folder), and only a finished build replaces the LM's files: an
+    # interrupted one leaves the previous LM whole, never its binary beside a new word list.
+    with tempfile.TemporaryDirectory(prefix=temp_prefix(prefix), dir=prefix.parent) as tmp:
+        tmp = Path(tmp)
+        built = {suffix: tmp / ("lm" + suffix) for suffix in SUFFIXES}
+        if config.arpa:
+            _copy_arpa(Path(config.arpa), built[".arpa"], config.lowercase)
+            counts, read, dropped = collections.Counter(), 0, 0
+        else:
             corpus = tmp / "corpus.txt"
             counts, read, dropped = _write_corpus(config, corpus)
             if not counts:
@@ -215,41 +222,77 @@ def build_lm(config: LMConfig) -> LMResult:
                                  f"{dropped} of them could not be normalized, none left to train an LM on")
             if config.top_k and len(counts) > config.top_k:
                 corpus = _limit_vocabulary(corpus, counts, config.top_k, tmp / "corpus.topk.txt")
-            with atomic_path(arpa) as arpa_tmp:
-                cmd = [str(lmplz), "-o", str(config.order), "--text", str(corpus), "--arpa", str(arpa_tmp),
-                       "--discount_fallback", "-S", config.memory, "-T", str(tmp)]
-                if config.prune:
-                    cmd += ["--prune", *map(str, config.prune)]
-                _run(cmd)
-    words = arpa_unigrams(arpa)
-    ngrams = _arpa_counts(arpa)
-    # Most frequent first: easy to eyeball; pyctcdecode doesn't care about the order.
-    words = sorted(words, key=lambda w: (-counts.get(w, 0), w))
-    unigrams = prefix.with_name(prefix.name + ".unigrams.txt")
-    with atomic_write(unigrams) as f:
-        f.writelines(w + "\n" for w in words)
-    model = arpa
-    if config.binary:
-        model = prefix.with_name(prefix.name + ".bin")
-        with atomic_path(model) as bin_tmp:
+            cmd = [str(lmplz), "-o", str(config.order), "--text", str(corpus), "--arpa", str(built[".arpa"]),
+                   "--discount_fallback", "-S", config.memory, "-T", str(tmp)]
+            if config.prune:
+                cmd += ["--prune", *map(str, config.prune)]
+            _run(cmd)
+        words = arpa_unigrams(built[".arpa"])
+        ngrams = _arpa_counts(built[".arpa"])
+        # Most frequent first: easy to eyeball; pyctcdecode doesn't care about the order.
+        words = sorted(words, key=lambda w: (-counts.get(w, 0), w))
+        built[".unigrams.txt"].write_text("".join(w + "\n" for w in words), encoding="utf-8")
+        if config.binary:
             cmd = [str(build_binary), "-S", config.memory]  # its trie sort, like lmplz's, in `memory`
             if config.quantize_bits:
                 cmd += ["-q", str(config.quantize_bits), "-b", str(config.quantize_bits)]
             if config.pointer_bits:
                 cmd += ["-a", str(config.pointer_bits)]
-            _run(cmd + ["trie", str(arpa), str(bin_tmp)])
+            _run(cmd + ["trie", str(built[".arpa"]), str(built[".bin"])])
+        model = outputs[".bin"] if config.binary else outputs[".arpa"]
+        kept = [suffix for suffix in (".arpa", ".bin", ".unigrams.txt")
+                if built[suffix].is_file() and (suffix != ".arpa" or config.keep_arpa)]
+        result = LMResult(model_path=model, arpa_path=outputs[".arpa"] if config.keep_arpa else None,
+                          unigrams_path=outputs[".unigrams.txt"], report_path=outputs[".json"], lines_read=read,
+                          lines_dropped=dropped, tokens=sum(counts.values()), vocabulary_size=len(words),
+                          ngrams=ngrams)
+        write_json(built[".json"], {
+            "config": config.to_dict(), "model_path": str(model), "unigrams_path": str(result.unigrams_path),
+            "lines_read": read, "lines_dropped": dropped, "tokens": result.tokens,
+            "vocabulary_size": len(words), "ngrams": {str(k): v for k, v in ngrams.items()},
+            FILES: {outputs[suffix].name: _file_record(built[suffix]) for suffix in kept}})
+        # The report goes last: it names the files this build wrote (`check_lm_pair` compares them), so a crash
+        # between these renames leaves files that the report, old or new, doesn't describe, and the decoder refuses
+        # them instead of pairing one build's binary with another's word list.
+        for suffix in kept + [".json"]:
+            durable_replace(built[suffix], outputs[suffix])
         if not config.keep_arpa:
-            arpa.unlink()
-    result = LMResult(model_path=model, arpa_path=arpa if config.keep_arpa else None, unigrams_path=unigrams,
-                      report_path=prefix.with_name(prefix.name + ".json"), lines_read=read, lines_dropped=dropped,
-                      tokens=sum(counts.values()), vocabulary_size=len(words), ngrams=ngrams)
-    write_json(result.report_path, {
-        "config": config.to_dict(), "model_path": str(model), "unigrams_path": str(unigrams),
-        "lines_read": read, "lines_dropped": dropped, "tokens": result.tokens,
-        "vocabulary_size": len(words), "ngrams": {str(k): v for k, v in ngrams.items()}})
+            outputs[".arpa"].unlink(missing_ok=True)  # an earlier build's: not this model's text
     logger.info("%s: %d-gram LM, %d words, ngrams %s (%d of %d lines dropped by the normalizer)", model,
                 max(ngrams, default=config.order), len(words), ngrams, dropped, read)
     return result
+
+
+def _file_record(path: Path) -> dict:
+    """What `check_lm_pair` compares: the size, and for the word list (small) its hash too."""
+    record = {"bytes": path.stat().st_size}
+    if path.name.endswith(".unigrams.txt"):
+        record["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return record
+
+
+def check_lm_pair(lm_path: str | os.PathLike, unigrams_path: str | os.PathLike) -> None:
+    """Check that an LM and the word list beside it come from the same ds2-build-lm run, as its report
+    (`<prefix>.json`, the LM's `FILES`) records them. An LM without such a report (built elsewhere) passes.
+
+    Raises:
+        ValueError: the files differ from what the report records.
+    """
+    lm_path, unigrams_path = Path(lm_path), Path(unigrams_path)
+    report = lm_path.with_suffix(".json")
+    try:
+        recorded = json.loads(report.read_text(encoding="utf-8")).get(FILES)
+    except (OSError, ValueError, AttributeError):
+        return
+    if not isinstance(recorded, dict):
+        return
+    for path in (lm_path, unigrams_path):
+        want, have = recorded.get(path.name), _file_record(path)
+        if want is not None and have != {k: want.get(k) for k in have}:
+            raise ValueError(f"`{path}` is not the file `{report}` records for this LM (a ds2-build-lm interrupted "
+                             f"while it replaced the LM's files, or a file copied in from another LM): its binary and "
+                             f"word list would not match; build the LM again with ds2-build-lm --out "
+                             f"{lm_path.with_suffix('')}")
 
 
 def corpus_line(line: str, language: str, normalize_text: bool = True, token: str = "", lowercase: bool = False) -> str:

@@ -62,12 +62,14 @@ class PrefixSearch:
         self.frames = 0  # frames advanced over
         self.done = False
 
-    def advance(self, log_probs: np.ndarray, frame_ids=None) -> None:
+    def advance(self, log_probs: np.ndarray, frame_ids=None, stop=None) -> None:
         """Extend the beams over `(frames, vocab)` candidate log-probabilities (dropped tokens -inf).
 
         Args:
             log_probs: the frames, in order; each is log-softmax normalized and clipped as pyctcdecode does.
             frame_ids: each frame's index in the model's output (None: counted from 0 over all calls).
+            stop: called before each frame; what it raises ends the search there (a server's request whose client
+                is gone, or whose deadline passed). None: never.
         """
         if self.done:
             raise ValueError("this search is finished; start a new one for the next utterance")
@@ -76,6 +78,8 @@ class PrefixSearch:
         logits = np.clip(_log_softmax(np.asarray(log_probs), axis=1), CLIP_LOGP, 0)
         ids = range(self.frames, self.frames + len(logits)) if frame_ids is None else frame_ids
         for frame_idx, logit_col in zip(ids, logits):
+            if stop is not None:
+                stop()
             self._frame(int(frame_idx), logit_col)
         self.frames += len(logits)
         live = {(b[0], False) for b in self.beams} | {("", False)}

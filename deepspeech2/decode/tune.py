@@ -157,8 +157,7 @@ def tune(log_probs: Sequence[np.ndarray], references: Sequence[str], vocab: Voca
             if pool is not None:
                 pool.terminate()
     finally:
-        _state = None
-        search.ctc.cleanup()
+        _state = None  # the search, and with it its LM (`beam.BeamSearch`), goes when this function returns
     i, j = best_point(errors)
     return TuneResult(alphas=tuple(map(float, config.alphas)), betas=tuple(map(float, config.betas)),
                       errors=tuple(tuple(map(float, row)) for row in errors), metric=metric,

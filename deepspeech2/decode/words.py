@@ -268,7 +268,7 @@ def words(best: Hypothesis, hyps: Sequence[Hypothesis], log_probs: np.ndarray, c
 
 
 def decode_words(search, log_probs: np.ndarray, clock: FrameClock, config: WordConfig = WordConfig(),
-                 hotwords=None, duration: float | None = None) -> tuple[str, list[Word]]:
+                 hotwords=None, duration: float | None = None, stop=None) -> tuple[str, list[Word]]:
     """One utterance's transcript and its `words`: the two searches of `search` (a `beam.BeamSearch`) over it.
 
     Args:
@@ -276,12 +276,13 @@ def decode_words(search, log_probs: np.ndarray, clock: FrameClock, config: WordC
         log_probs: `(steps, vocab_size)` the utterance's log-probabilities.
         clock, config, duration: as `words`.
         hotwords: `BeamSearch.hotwords_with`'s, for both searches (None: the config's).
+        stop: called before each frame of the searches; what it raises ends them (`search.PrefixSearch.advance`).
 
     Returns:
         `(transcript, words)`: the transcript is `search(log_probs)`'s.
     """
     stream = search.stream(hotwords, words=True)  # the same two searches a stream runs, fed the whole utterance
-    stream.update(log_probs)
+    stream.update(log_probs, stop)
     return stream.finish_words(clock, config, duration)
 
 

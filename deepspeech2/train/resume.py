@@ -1,6 +1,7 @@
-"""Resuming: restoring a checkpoint, and what fixes the order of an epoch's batches (`data_order`), saved beside
-each checkpoint (checkpoints/ckpt-N.data_order.json) so that a resume mid-epoch can tell whether it would skip the
-batches it trained on."""
+"""Resuming: restoring a checkpoint, and the records saved beside each one (checkpoints/ckpt-N<suffix>.json): what
+fixes the order of an epoch's batches (`data_order`), so that a resume mid-epoch can tell whether it would skip the
+batches it trained on, and the model's config, so that a resume can tell whether it would load the weights into
+another model."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from deepspeech2.features import FeatureConfig
 logger = logging.getLogger(__name__)
 
 DATA_ORDER_SUFFIX = ".data_order.json"  # beside each checkpoint: checkpoints/ckpt-N.data_order.json
+MODEL_SUFFIX = ".model_config.json"  # beside each checkpoint: the ModelConfig it was trained as
+RECORD_SUFFIXES = (DATA_ORDER_SUFFIX, MODEL_SUFFIX)
 
 
 def data_order(pipeline: PipelineConfig, train_shards, feature_config: FeatureConfig, augmentation_path: str,
@@ -76,16 +79,18 @@ def restore_checkpoint(checkpoint: tf.train.Checkpoint, path: str) -> None:
                        "during the next epoch", path)
 
 
-def read_data_order(checkpoint: str) -> dict | None:
-    """The `data_order` saved beside `checkpoint`; None without one (an older ds2-train) or when unreadable."""
+def read_record(checkpoint: str, suffix: str) -> dict | None:
+    """The record saved beside `checkpoint` (`suffix`: one of `RECORD_SUFFIXES`); None without one (an older
+    ds2-train) or when unreadable."""
     try:
-        return json.loads(Path(checkpoint + DATA_ORDER_SUFFIX).read_text(encoding="utf-8"))
+        return json.loads(Path(checkpoint + suffix).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
-def order_changes(saved: dict, current: dict) -> list[str]:
-    """What changed between a checkpoint's saved `data_order` and the current one, a "key old -> new" each."""
+def changes(saved: dict, current: dict) -> list[str]:
+    """What changed between a record saved beside a checkpoint and the current one, a "key old -> new" each."""
+    current = json.loads(json.dumps(current))  # tuples as the saved JSON has them: lists
     return [f"{key} {_show(saved[key])} -> {_show(value)}" for key, value in current.items()
             if key in saved and saved[key] != value]
 

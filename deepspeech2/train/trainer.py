@@ -33,7 +33,8 @@ from deepspeech2.train.dev import evaluate
 from deepspeech2.train import preflight
 from deepspeech2.train.learning_curve import plot_learning_curve
 from deepspeech2.train.precision import auto_precision
-from deepspeech2.train.resume import DATA_ORDER_SUFFIX, data_order, order_changes, read_data_order, restore_checkpoint
+from deepspeech2.train.resume import (DATA_ORDER_SUFFIX, MODEL_SUFFIX, RECORD_SUFFIXES, changes, data_order,
+                                      read_record, restore_checkpoint)
 from deepspeech2.train.schedule import learning_rate, make_optimizer
 from deepspeech2.train.strategy import (Preempted, gpu_problem, is_chief, is_chief_process, num_workers,
                                          select_strategy)
@@ -242,23 +243,39 @@ class Trainer:
 
     # -- resume -----------------------------------------------------------------------------------------
 
-    def _resume(self, path: str) -> None:
-        """Restore the checkpoint at `path`. Mid-epoch, the epoch goes on at the checkpoint's batch only if its
-        batches still come in the order they were trained in (`data_order`, saved beside the checkpoint);
-        with `restart_epoch` the epoch starts over at batch 0 instead.
+    def _resume(self, latest: str) -> None:
+        """Restore the newest checkpoint that can be read, `latest` first, then the older ones kept beside it (a
+        truncated or damaged file: a disk that filled, a copy cut short), saying so in one line. A checkpoint of
+        another model (`MODEL_SUFFIX`) is refused unless `restart_epoch` or `init_model_path` asks to keep its
+        weights. Mid-epoch, the epoch goes on at the checkpoint's batch only if its batches still come in the order
+        they were trained in (`data_order`); with `restart_epoch` the epoch starts over at batch 0 instead.
 
         Raises:
-            ValueError: mid-epoch, what orders the epoch's batches changed, and `restart_epoch` is off.
+            ValueError: the model changed, and neither `restart_epoch` nor `init_model_path` is set; no checkpoint
+                can be read; mid-epoch, what orders the epoch's batches changed, and `restart_epoch` is off.
         """
         config = self.config
-        if self.ema and not any(name.startswith("ema/") for name, _ in tf.train.list_variables(path)):
-            # A checkpoint of a run without `ema_decay`: the average starts from the restored weights.
-            restore_checkpoint(self._make_checkpoint(ema=False), path)
-            self._reset_ema()
-            logger.warning("%s has no moving average of the weights (`ema_decay` was off): it starts from the "
-                           "restored weights", path)
+        state = tf.train.get_checkpoint_state(str(self.ckpt_dir))
+        older = [p for p in (state.all_model_checkpoint_paths if state else []) if p != latest]
+        problems = []
+        for path in [latest] + older[::-1]:
+            self._check_model(path)
+            try:
+                self._restore(path)
+            except Exception as e:  # TF's reader raises OpErrors, IndexError, ValueError, AssertionError...
+                reason = " ".join(str(e).split())[:200]
+                problems.append(f"{Path(path).name}: {type(e).__name__}: {reason}")
+                continue
+            if problems and self.chief:
+                message = (f"checkpoint {problems[0]}; resumed from {Path(path).name}, the newest one that could be "
+                           "read")
+                logger.warning(message)
+                if config.verbose:
+                    print(f"warning: {message}", flush=True)
+            break
         else:
-            restore_checkpoint(self.checkpoint, path)
+            raise ValueError(f"no checkpoint in `{self.ckpt_dir}` can be read ({'; '.join(problems)}): restore one "
+                             "from a backup, or move the folder away to train from the start")
         step, epoch, batch = (int(v.numpy()) for v in (self.step, self.epoch, self.position))
         logger.info("resumed from %s: step %d, epoch %d, batch %d", path, step, epoch, batch)
         if config.verbose:
@@ -271,18 +288,47 @@ class Trainer:
                 print(f"--restart_epoch: epoch {epoch + 1} starts over (the checkpoint stopped at its batch {batch})",
                       flush=True)
             return
-        saved = read_data_order(path)
+        saved = read_record(path, DATA_ORDER_SUFFIX)
         if saved is None:
             logger.warning("%s has no readable %s (written by an older ds2-train?): resuming at batch %d assumes "
                            "the epoch's batches come in the same order", path, DATA_ORDER_SUFFIX, batch)
             return
-        changes = order_changes(saved, self.data_order)
-        if changes:
+        changed = changes(saved, self.data_order)
+        if changed:
             raise ValueError(
                 f"checkpoint {Path(path).name} stopped at batch {batch} of epoch {epoch + 1}, and what orders that "
-                f"epoch's batches has changed since: {', '.join(changes)}; resuming there would skip {batch} batches "
+                f"epoch's batches has changed since: {', '.join(changed)}; resuming there would skip {batch} batches "
                 f"of another order. To keep the weights and optimizer and start epoch {epoch + 1} over, pass "
                 f"--restart_epoch (`restart_epoch=True`); to go on at batch {batch}, resume with the old settings")
+
+    def _check_model(self, path: str) -> None:
+        """Refuse to resume `path` as another model than the one it was trained as (ValueError, one line), unless
+        the run asks to keep the checkpoint's weights: weights trained for one model would silently go on training
+        as another (a feature switched off, a layer resized), a model that is neither."""
+        saved = read_record(path, MODEL_SUFFIX)
+        changed = changes(saved, self.config.model.to_dict()) if saved is not None else []
+        if not changed:
+            return
+        if self.config.restart_epoch or self.config.init_model_path:
+            if self.config.verbose and self.chief:
+                print(f"warning: {Path(path).name} was trained as another model ({', '.join(changed)}); its weights "
+                      "are loaded into this one, as asked", flush=True)
+            return
+        raise ValueError(
+            f"checkpoint {Path(path).name} was trained as another model: {', '.join(changed)}; resuming it as this one "
+            f"would train a model that is neither. Resume with the model settings it was trained with; to start this "
+            f"model from its weights, pass --restart_epoch or --init_model_path; to train it from the start, use "
+            f"another --workdir")
+
+    def _restore(self, path: str) -> None:
+        if self.ema and not any(name.startswith("ema/") for name, _ in tf.train.list_variables(path)):
+            # A checkpoint of a run without `ema_decay`: the average starts from the restored weights.
+            restore_checkpoint(self._make_checkpoint(ema=False), path)
+            self._reset_ema()
+            logger.warning("%s has no moving average of the weights (`ema_decay` was off): it starts from the "
+                           "restored weights", path)
+        else:
+            restore_checkpoint(self.checkpoint, path)
 
     def _check_workers_agree(self) -> None:
         """Refuse to start a cluster whose workers resume from different places or order their data differently:
@@ -305,16 +351,19 @@ class Trainer:
                 "get the same flags")
 
     def _save_checkpoint(self, step: int) -> None:
-        """Checkpoint `step`, and (the chief) what orders this epoch's batches beside it. The record is written
-        first, so a checkpoint never lacks it; one whose checkpoint didn't finish goes with the next save."""
+        """Checkpoint `step`, and (the chief) its records beside it: what orders this epoch's batches, and the model's
+        config. The records are written first, so a checkpoint never lacks them; those whose checkpoint didn't
+        finish go with the next save."""
         if self.chief:
             write_json(self.write_dir / f"ckpt-{step}{DATA_ORDER_SUFFIX}", self.data_order)
+            write_json(self.write_dir / f"ckpt-{step}{MODEL_SUFFIX}", self.config.model.to_dict())
         self.manager.save(checkpoint_number=step)
         if self.chief:
-            kept = {Path(p).name + DATA_ORDER_SUFFIX for p in self.manager.checkpoints}
-            for record in self.write_dir.glob(f"ckpt-*{DATA_ORDER_SUFFIX}"):
-                if record.name not in kept:
-                    record.unlink(missing_ok=True)
+            kept = {Path(p).name + suffix for p in self.manager.checkpoints for suffix in RECORD_SUFFIXES}
+            for suffix in RECORD_SUFFIXES:
+                for record in self.write_dir.glob(f"ckpt-*{suffix}"):
+                    if record.name not in kept:
+                        record.unlink(missing_ok=True)
 
     # -- the step ---------------------------------------------------------------------------------------
 
