@@ -53,27 +53,14 @@ import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from deepspeech2.train.preflight import matmul_peak  # noqa: E402
+
 BATCH = 16  # utterances a step (--batch)
 SECONDS = 5.0
 FRAMES = 500  # 5.0 s of 10 ms frames -> 249 -> 124 steps after the two stride-2 convs
 FEATURE_DIM = 161  # linear spectrogram bins
 LABEL_LENGTH = 60
 DEFAULT_VARIANTS = "bn_gru-fp32,bn_gru-bf16,cudnn_gru-fp32,cudnn_gru-bf16"
-
-
-def matmul_peak(dtype: str, size: int = 2048, repeats: int = 10) -> float:
-    """FLOP/s of a `size`^2 matmul in `dtype` (best of a few runs of `repeats` chained matmuls)."""
-    a = tf.cast(tf.random.normal((size, size), stddev=size ** -0.5), dtype)
-
-    @tf.function
-    def chain(x):
-        for _ in range(repeats):  # chained, so nothing can be folded or run concurrently
-            x = tf.matmul(x, a)
-        return x
-
-    chain(a).numpy()
-    best = min(_timed(lambda: chain(a).numpy()) for _ in range(3))
-    return 2 * size ** 3 * repeats / best
 
 
 def _timed(fn) -> float:

@@ -162,7 +162,8 @@ def test_demo_report_breaks_test_down_by_engine(tmp_path):
                                      "cer_lm": 0.45}
     assert "engines" not in demo_report._split_summary(_report(0.5, 0.2), _report(0.3, 0.1))  # not grouped
     summary = {"dev": demo_report._split_summary(greedy, lm), "test": s, "lm": {"alpha": 1, "beta": 1},
-               "train": {"epochs": 1, "seconds": 60}, "rtf": {"acoustic": 0, "decoder_lm": 0, "total_lm": 0},
+               "train": {"epochs": 1, "seconds": 60, "mean_epoch_seconds": 60},
+               "rtf": {"acoustic": 0, "decoder_lm": 0, "total_lm": 0},
                "paths": {k: "x" for k in ("tensorboard", "learning_curve", "error_surface", "test_report")}}
     summary["dev"]["engines"].pop("flite")
     rows = [line.split() for line in demo_report.format_table(summary).splitlines()]
@@ -170,3 +171,7 @@ def test_demo_report_breaks_test_down_by_engine(tmp_path):
     assert engine_rows == ["dev", "espeak-ng", "test", "espeak-ng", "flite"]  # each split's under it
     assert rows[[r[0] if r else "" for r in rows].index("flite")] == ["flite", "(11)", "90.00%", "50.00%", "80.00%",
                                                                       "45.00%"]
+    summary["machine"] = {"cpu": "a CPU", "cores": 2, "matmul_gflops": {"float32": 218.4, "bfloat16": 400.2}}
+    text = demo_report.format_table(summary)
+    assert "training: 1 epochs in 1.0 min (an epoch: 60 s)" in text
+    assert "machine: a CPU, 2 cores, matmul peak 218 GFLOP/s fp32, 400 bf16 (2048^2)" in text

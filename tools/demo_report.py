@@ -4,7 +4,8 @@
 
 Reads what the demo's stages wrote (the trainer's epochs.json, ds2-tune's JSON, ds2-eval's reports) and
 writes `results/demo.json` with keys a script can read: `test.wer_lm`, `test.cer_lm`, `test.wer_greedy`,
-`test.cer_greedy` (and the same under `dev`), `train.*`, `lm.*`, `rtf.*`, `paths.*`; after `make demo-heldout`
+`test.cer_greedy` (and the same under `dev`), `train.*` (`train.mean_epoch_seconds`), `machine.*` (the CPU and
+its matmul peak, `machine.matmul_gflops.float32`), `lm.*`, `rtf.*`, `paths.*`; after `make demo-heldout`
 also `heldout.*` and `heldout_dev.*` (the test and dev sentences read by festival voices, an engine the demo
 never trains on), and after `make demo-people` `people.*` (recordings of real people, examples/people), with a
 breakdown per voice (the table shows festival's), and dev's and test's per synthesizer (the table shows both)
@@ -30,8 +31,10 @@ def _load(path: Path) -> dict:
 def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
     epochs = _load(run / "epochs.json")
     tune = _load(results / "tune.json")
+    finished = [e["seconds"] for e in epochs if not e.get("partial")]
     summary = {"demo_size": size, "train": {
         "epochs": len(epochs), "seconds": round(sum(e["seconds"] for e in epochs), 1),
+        "mean_epoch_seconds": round(sum(finished) / len(finished), 1) if finished else None,
         "final_train_loss": epochs[-1]["train_loss"],
         "best_dev_wer_greedy": min((e["dev_wer"] for e in epochs if e["dev_wer"] is not None), default=None),
         "best_dev_cer_greedy": min((e["dev_cer"] for e in epochs if e.get("dev_cer") is not None), default=None)},
@@ -62,6 +65,19 @@ def summarize(run: Path, results: Path, data: Path, size: str) -> dict:
                         "error_surface": str(results / "tune.png"), "model": str(run / "model"),
                         "test_report": str(results / "test_lm.json"), "data": str(data)}
     return summary
+
+
+def machine() -> dict:
+    """The CPU the demo ran on and its matmul peak now: the demo's times are read against these (2-core machines
+    of one kind differ by up to 2x from day to day)."""
+    import os
+
+    from deepspeech2.train.preflight import matmul_peak
+
+    name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")), "unknown") if Path("/proc/cpuinfo").is_file() else "unknown"
+    return {"cpu": name, "cores": os.cpu_count(),
+            "matmul_gflops": {dtype: round(matmul_peak(dtype) / 1e9, 1) for dtype in ("float32", "bfloat16")}}
 
 
 def _split_summary(greedy: dict, lm: dict) -> dict:
@@ -102,8 +118,9 @@ def format_table(s: dict) -> str:
     t = s["train"]
     return "\n".join(rows + [
         "",
-        f"training: {t['epochs']} epochs in {t['seconds'] / 60:.1f} min; LM: 3-gram, alpha {s['lm']['alpha']:.3g} "
-        f"beta {s['lm']['beta']:.3g} (tuned on dev)",
+        f"training: {t['epochs']} epochs in {t['seconds'] / 60:.1f} min (an epoch: {t['mean_epoch_seconds']:.0f} s); "
+        f"LM: 3-gram, alpha {s['lm']['alpha']:.3g} beta {s['lm']['beta']:.3g} (tuned on dev)",
+        *_machine_lines(s),
         f"real-time factor on test: acoustic model {s['rtf']['acoustic']:.4f}, beam search + LM "
         f"{s['rtf']['decoder_lm']:.4f}, all {s['rtf']['total_lm']:.4f}",
         *_serving_lines(s),
@@ -111,6 +128,14 @@ def format_table(s: dict) -> str:
         f"learning curve: {s['paths']['learning_curve']}",
         f"error surface:  {s['paths']['error_surface']}",
         f"per-utterance:  {s['paths']['test_report']}"])
+
+
+def _machine_lines(s: dict) -> list[str]:
+    if "machine" not in s:
+        return []
+    m = s["machine"]
+    return [f"machine: {m['cpu']}, {m['cores']} cores, matmul peak {m['matmul_gflops']['float32']:.0f} GFLOP/s fp32, "
+            f"{m['matmul_gflops']['bfloat16']:.0f} bf16 (2048^2)"]
 
 
 def _serving_lines(s: dict) -> list[str]:
@@ -132,6 +157,7 @@ def main():
     ap.add_argument("--size", default="full", help="DEMO_SIZE, recorded in demo.json")
     args = ap.parse_args()
     summary = summarize(args.run, args.results, args.data, args.size)
+    summary["machine"] = machine()
     write_json(args.results / "demo.json", summary)
     print(format_table(summary))
     print(f"summary:        {args.results / 'demo.json'}")

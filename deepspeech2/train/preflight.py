@@ -8,6 +8,7 @@ import dataclasses
 import math
 import statistics
 import tempfile
+import time
 
 import keras
 import tensorflow as tf
@@ -87,3 +88,23 @@ def dry_run(config) -> dict:
     step_seconds = statistics.mean(deltas) if deltas else math.nan
     return {"lines": lines, "step_seconds": step_seconds, "timed_steps": len(deltas), "steps_per_epoch": steps,
             "epoch_seconds": step_seconds * steps}
+
+
+def matmul_peak(dtype: str, size: int = 2048, repeats: int = 10) -> float:
+    """This machine's FLOP/s on a `size`^2 matmul in `dtype` (best of three runs of `repeats` chained matmuls):
+    what its training figures are read against (machines of one kind differ by up to 2x from day to day)."""
+    a = tf.cast(tf.random.normal((size, size), stddev=size ** -0.5), dtype)
+
+    @tf.function
+    def chain(x):
+        for _ in range(repeats):  # chained, so nothing can be folded or run concurrently
+            x = tf.matmul(x, a)
+        return x
+
+    chain(a).numpy()
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        chain(a).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 * repeats / best
