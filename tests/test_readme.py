@@ -240,6 +240,12 @@ TINY = {"--hours 6 --train_speakers 2400": "--hours 0.03 --train_speakers 300",
         "--epochs 4": "--epochs 1 --model tiny --model_overrides "
                       "'{\"feature_kind\": \"logmel\", \"feature_dim\": 80}' --batch_size 4",
         "--num_alphas 5 --num_betas 5": "--num_alphas 2 --num_betas 2 --beam_size 8",
+        # an LM search over a model trained for seconds explores many words: tuning grids of 66 and 20 points (and a
+        # beam of 200) on hundreds of utterances take most of an hour, 2 x 2 points at beam 8 take seconds
+        "--num_batches 4 ": "--num_batches 1 --num_alphas 2 --num_betas 2 --beam_size 8 ",
+        "--num_alphas 4 --beta_from 0 --beta_to 4 --num_betas 5": "--num_alphas 2 --beta_from 0 --beta_to 4 "
+                                                                  "--num_betas 2 --beam_size 8",
+        "--beam_size 200": "--beam_size 8",
         "ds2-serve --model_base_path runs/tiny/export/ds2 &":
             "rm -f serve.port; ds2-serve --model_base_path runs/tiny/export/ds2 --port 0 --port_file serve.port & "
             "until [ -s serve.port ]; do kill -0 $! || exit 1; sleep 0.5; done",
