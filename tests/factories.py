@@ -36,6 +36,22 @@ def make_manifest(directory: str | os.PathLike, n: int = 4, min_seconds: float =
     return manifest, utts
 
 
+def make_training_data(directory: Path, n: int = 16, num_shards: int = 2) -> Path:
+    """`directory` holding what training reads: `n` clips of 0.8-1.6 s in `num_shards` shards, the English vocabulary
+    (`vocab.txt`) and the clips' feature statistics (`mean_std.npz`)."""
+    from deepspeech2.data.shards import ShardConfig, make_shards
+    from deepspeech2.features import FeatureConfig
+    from deepspeech2.prepare.stats import compute_mean_std
+    from deepspeech2.vocab import Vocabulary
+
+    manifest, _ = make_manifest(directory, n=n, min_seconds=0.8, max_seconds=1.6)
+    Vocabulary.english().save(directory / "vocab.txt")
+    make_shards(manifest, Vocabulary.english(), ShardConfig(str(directory / "shards"), num_shards=num_shards),
+                progress=False)
+    compute_mean_std([manifest], FeatureConfig()).save(directory / "mean_std.npz")
+    return directory
+
+
 def bundle_log_probs(bundle, wave: np.ndarray) -> np.ndarray:
     """The offline model's log-probabilities `(steps, vocab_size)` on one waveform: the whole utterance at once,
     featurized as in training (the reference the streaming and serving tests compare with)."""

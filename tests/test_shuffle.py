@@ -64,6 +64,7 @@ def test_shuffle_plan_reads_every_record_once(big):
     assert first[:, 1].mean() == pytest.approx(np.mean(counts) / 2, rel=0.15)
 
 
+@pytest.mark.slow  # two passes over 50,000 records: a minute on 2 cores
 def test_shuffled_epoch_is_random_at_scale(big):
     d, samples = big
     cfg = PipelineConfig(batch_size=BATCH)
