@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -525,13 +524,41 @@ std::vector<float> per_position(const float* v, const BnShapes& s) {
   return out;
 }
 
-// fn(thread, begin, end) for whole frames [begin, end) a thread, on the intra-op pool's threads.
+// fn(chunk, begin, end) for every chunk of whole frames [begin, end), on this thread and the intra-op pool's. Each
+// thread takes the next chunk no one has taken, and the op returns once every chunk is done, not once every closure
+// has run: a closure that starts late (the pool busy with another op's work, e.g. a conv's gradient running beside
+// this op) takes what is left or nothing, and one that starts after the op has returned finds nothing left to do.
+inline int64_t frames_per_chunk(const BnShapes& s) {  // about 64K values
+  return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, s.inner));
+}
+
 template <typename Fn>
 void over_frames(OpKernelContext* ctx, const BnShapes& s, Fn fn) {
-  int threads = ctx->device()->tensorflow_cpu_worker_threads()->num_threads;
-  if (s.rows * s.inner < (int64_t{1} << 16)) threads = 1;  // too small to share out
-  threads = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, s.rows)));
-  run_parallel(ctx, threads, [&](int k) { fn(k, s.rows * k / threads, s.rows * (k + 1) / threads); });
+  const int64_t per_chunk = frames_per_chunk(s);
+  const int64_t chunks = (s.rows + per_chunk - 1) / per_chunk;
+  struct Shared {
+    std::atomic<int64_t> next{0}, done{0};
+  };
+  auto shared = std::make_shared<Shared>();
+  auto work = [&fn, &s, per_chunk, chunks](Shared* state) {
+    for (int64_t c; (c = state->next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      fn(c, c * per_chunk, std::min(s.rows, (c + 1) * per_chunk));
+      state->done.fetch_add(1, std::memory_order_release);  // the last touch of this op's state
+    }
+  };
+  const int helpers = static_cast<int>(
+      std::min<int64_t>(ctx->device()->tensorflow_cpu_worker_threads()->num_threads, chunks) - 1);
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  for (int k = 0; k < helpers; ++k)
+    pool->Schedule([shared, work] { work(shared.get()); });  // past the end it touches only `shared`, which it holds
+  work(shared.get());
+  for (int spins = 0; shared->done.load(std::memory_order_acquire) < chunks; ++spins) {
+    if (spins < 2000) {
+      _mm_pause();
+      continue;
+    }
+    std::this_thread::yield();
+  }
 }
 
 // y = min(max(x * scale + shift, 0), clip) * mask.
@@ -539,7 +566,7 @@ template <typename X, typename Y>
 void bn_relu_forward(OpKernelContext* ctx, const BnShapes& s, const X* x, const float* scale, const float* shift,
                      const float* mask, float clip, Y* y) {
   const std::vector<float> sc = per_position(scale, s), sh = per_position(shift, s);
-  over_frames(ctx, s, [&](int, int64_t begin, int64_t end) {
+  over_frames(ctx, s, [&](int64_t, int64_t begin, int64_t end) {
     const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(clip);
     for (int64_t r = begin; r < end; ++r) {
       const float mr = mask[r];
@@ -575,24 +602,22 @@ inline float relu_gradient(float u, float x, float sc, float sh, float m, float 
 // terms of each of its `inner` values to t0 and t1.
 template <typename Row>
 void channel_sums(OpKernelContext* ctx, const BnShapes& s, const float* mask, Row row, float* sums) {
-  constexpr int64_t kChunk = 64;  // frames summed in fp32 before they join the thread's fp64 sums
-  std::vector<double> total(2 * s.channels, 0.0);
-  std::mutex lock;
-  over_frames(ctx, s, [&](int, int64_t begin, int64_t end) {
-    std::vector<float> acc(2 * s.inner);
-    std::vector<double> own(2 * s.inner, 0.0);
-    for (int64_t r0 = begin; r0 < end; r0 += kChunk) {
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t r = r0; r < std::min(end, r0 + kChunk); ++r)
-        if (mask[r] != 0.0f) row(r, mask[r], acc.data(), acc.data() + s.inner);
-      for (int64_t j = 0; j < 2 * s.inner; ++j) own[j] += acc[j];
-    }
-    std::lock_guard<std::mutex> guard(lock);
+  // Each chunk's sums in fp32 per value, then in fp64 per channel, and the chunks' in order: the same sums whichever
+  // thread took which chunk.
+  const int64_t per_chunk = frames_per_chunk(s);
+  std::vector<double> partial(((s.rows + per_chunk - 1) / per_chunk) * 2 * s.channels, 0.0);
+  over_frames(ctx, s, [&](int64_t chunk, int64_t begin, int64_t end) {
+    std::vector<float> acc(2 * s.inner, 0.0f);
+    for (int64_t r = begin; r < end; ++r)
+      if (mask[r] != 0.0f) row(r, mask[r], acc.data(), acc.data() + s.inner);
+    double* out = partial.data() + chunk * 2 * s.channels;
     for (int64_t j = 0; j < s.inner; ++j) {
-      total[j % s.channels] += own[j];
-      total[s.channels + j % s.channels] += own[s.inner + j];
+      out[j % s.channels] += acc[j];
+      out[s.channels + j % s.channels] += acc[s.inner + j];
     }
   });
+  std::vector<double> total(2 * s.channels, 0.0);
+  for (size_t i = 0; i < partial.size(); ++i) total[i % (2 * s.channels)] += partial[i];
   for (int64_t c = 0; c < 2 * s.channels; ++c) sums[c] = static_cast<float>(total[c]);
 }
 
@@ -647,7 +672,7 @@ void bn_relu_grad_input(OpKernelContext* ctx, const BnShapes& s, const Y* upstre
                         const float* shift, const float* mask, const float* c1, const float* c0, float clip, X* dx) {
   const std::vector<float> sc = per_position(scale, s), sh = per_position(shift, s), k1 = per_position(c1, s),
                            k0 = per_position(c0, s);
-  over_frames(ctx, s, [&](int, int64_t begin, int64_t end) {
+  over_frames(ctx, s, [&](int64_t, int64_t begin, int64_t end) {
     const __m256 one = _mm256_set1_ps(1.0f);
     for (int64_t r = begin; r < end; ++r) {
       const float mr = mask[r];
