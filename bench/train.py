@@ -21,6 +21,8 @@ utterances (`--batch` of them a step).
 `bn_gru` trains with the fused kernel BatchNormRNN picks: on a CPU the fused CPU GRU where `make deps` built it
 (deepspeech2/model/fused_cpu.cc), with `--device gpu` (the GPU TensorFlow sees; the default hides GPUs, so the CPU
 figures stay the CPU's) cuDNN's. `bn_gru_loop` is the same model with the time loop (DS2_RNN_LOOP=1), to compare.
+On a CPU the front end trains each conv's BN and clipped ReLU with the fused CPU ops where they are built; a
+variant ending in `-unfused_front` (e.g. `bn_gru-bf16-unfused_front`) uses TF's ops there (DS2_FRONTEND_UNFUSED=1).
 
 The last line printed is a JSON list of {"name", "value", "unit"}.
 """
@@ -85,9 +87,13 @@ def run_variant(variant: str, steps: int, warmup: int, xla_pieces: list[str], pr
     from deepspeech2.model import build_model, ctc_loss, preset
 
     rnn, precision, *rest = variant.split("-")
+    if "unfused_front" in rest:
+        rest.remove("unfused_front")
+        os.environ["DS2_FRONTEND_UNFUSED"] = "1"  # the front end's BN + clipped ReLU as TF's ops
     if rnn not in ("bn_gru", "bn_gru_loop", "cudnn_gru", "model") or precision not in ("fp32", "bf16") or rest not in (
             [], ["xla"]):
-        raise ValueError(f"bad variant {variant!r}; expected <bn_gru|bn_gru_loop|cudnn_gru|model>-<fp32|bf16>[-xla]")
+        raise ValueError(f"bad variant {variant!r}; expected <bn_gru|bn_gru_loop|cudnn_gru|model>-<fp32|bf16>[-xla]"
+                         "[-unfused_front]")
     if rnn == "bn_gru_loop":
         os.environ["DS2_RNN_LOOP"] = "1"  # BatchNormRNN's time loop where it would pick a fused kernel
     keras.config.set_dtype_policy("mixed_bfloat16" if precision == "bf16" else "float32")

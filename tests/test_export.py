@@ -86,8 +86,8 @@ def test_saved_model_cli_lists_the_signatures(exported):
 
 
 def test_the_export_holds_only_stock_ops(exported, bundle_dir):
-    """Made where the fused CPU GRU trains this model, the export holds the time loop's stock ops (inference never
-    picks the op): TF Serving and a process without the op library load it."""
+    """Made where the fused CPU GRU and front end train this model, the export holds stock ops only (inference never
+    picks the fused ops): TF Serving and a process without the op library load it."""
     from tensorflow.core.protobuf import saved_model_pb2
 
     from deepspeech2.model import fused_cpu
@@ -96,11 +96,13 @@ def test_the_export_holds_only_stock_ops(exported, bundle_dir):
     graph = proto.meta_graphs[0].graph_def
     ops = {n.op for n in graph.node} | {n.op for f in graph.library.function for n in f.node_def}
     assert "MatMul" in ops and not any(op.startswith("Ds2") for op in ops)
-    if fused_cpu.supports("float32"):  # the same model's training graph holds the op here
+    fused = {op for op, kernel in [("Ds2GruForward", "float32"), ("Ds2BnClippedReluForward", "bn_clipped_relu")]
+             if fused_cpu.supports(kernel)}
+    if fused:  # the same model's training graph holds the ops here
         model = load_bundle(bundle_dir).model
         batch = {"features": tf.zeros((1, 40, 161)), "feature_lengths": tf.constant([40])}
         graph = tf.function(lambda: model(batch, training=True)).get_concrete_function().graph
-        assert "Ds2GruForward" in {op.type for op in graph.get_operations()}
+        assert fused <= {op.type for op in graph.get_operations()}
 
 
 def test_log_probs_and_transcripts_equal_the_keras_model(exported, bundle_dir, clips):

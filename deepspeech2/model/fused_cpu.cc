@@ -15,8 +15,13 @@
 // TF matmul rounds its output to bf16); all gate math is fp32.
 //
 // The kernels need AVX-512 (fp32) and AVX512-BF16 (bf16): `Ds2FusedCpuSupport` says which this CPU has, and Python
-// uses the loop where it lacks them. The library compiles anywhere TensorFlow does (the kernels carry their own target
-// attributes; nothing is compiled for the build machine's CPU only).
+// uses the loop where it lacks them.
+//
+// The library compiles anywhere TensorFlow does (the kernels carry their own target attributes; nothing is compiled
+// for the build machine's CPU only).
+//
+// The same library holds the conv front end's BN + clipped ReLU for training (Ds2BnClippedRelu*, Ds2MaskedMomentSums;
+// AVX2 and FMA; see below).
 
 #include <algorithm>
 #include <atomic>
@@ -56,7 +61,7 @@ using tensorflow::shape_inference::ShapeHandle;
 constexpr int kLanes = 16;  // units per block: one AVX-512 vector of fp32
 constexpr int kRows = 8;    // batch rows per register tile: 8 rows x 3 gates = 24 accumulators of 32 registers
 
-enum Support { kFp32 = 1, kBf16 = 2 };
+enum Support { kFp32 = 1, kBf16 = 2, kAvx2 = 4 };  // kAvx2: the front end's BN + clipped ReLU
 
 int cpu_support() {
 #ifdef DS2_X86
@@ -66,6 +71,7 @@ int cpu_support() {
       __builtin_cpu_supports("avx512dq"))
     flags |= kFp32;
   if ((flags & kFp32) && __builtin_cpu_supports("avx512bf16")) flags |= kBf16;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) flags |= kAvx2;
   return flags;
 #else
   return 0;
@@ -464,6 +470,235 @@ void gru_backward(OpKernelContext* ctx, const GruShapes& s, const float* d_out, 
 #pragma GCC pop_options
 #endif  // DS2_X86
 
+// ---- the front end's BN + clipped ReLU -----------------------------------------------------------------------
+//
+// Each conv of the front end is followed by sequence-wise BN with batch statistics and the clipped ReLU times the
+// frame mask: y = min(max(x * scale + shift, 0), clip) * mask, with scale = gamma * inv_std and shift = beta - mean *
+// scale per channel (the last axis). TF runs that, and its gradient, as a dozen passes over the (large) activations;
+// here it is one pass for the statistics' sums, one forward, and two backward: the per-channel sums the BN gradient
+// needs, then dx. What is summed across replicas (the sums) stays between the ops, in TF. x and y are fp32 or bf16
+// (the conv's and the next conv's dtype under mixed_bfloat16, so no cast pass either side); the math is fp32. The
+// passes are bound by memory, not arithmetic, so AVX2 (8 lanes) is enough and runs on more CPUs than the GRU's
+// AVX-512.
+
+struct BnShapes {
+  int64_t rows, inner, channels;  // rows: (batch, time) frames; inner: the values of a frame, channels last
+};
+
+#ifdef DS2_X86
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+constexpr int kWide = 8;  // fp32 lanes of an AVX2 vector
+
+inline float scalar(float v) { return v; }
+inline float scalar(tensorflow::bfloat16 v) { return static_cast<float>(v); }
+inline void put(float* p, float v) { *p = v; }
+inline void put(tensorflow::bfloat16* p, float v) {
+  const uint16_t h = to_bf16(v);
+  std::memcpy(p, &h, 2);
+}
+
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+
+inline __m256 load8(const tensorflow::bfloat16* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+inline void store8(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
+
+inline void store8(tensorflow::bfloat16* p, __m256 v) {  // round to nearest even, as TensorFlow's cast
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+  r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7fc0), _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);  // 8 x u16 in the low half
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+}
+
+// A per-channel vector repeated over a frame's `inner` values, so the loops below read it alongside x.
+std::vector<float> per_position(const float* v, const BnShapes& s) {
+  std::vector<float> out(s.inner);
+  for (int64_t j = 0; j < s.inner; ++j) out[j] = v[j % s.channels];
+  return out;
+}
+
+// fn(chunk, begin, end) for every chunk of whole frames [begin, end), on this thread and the intra-op pool's. Each
+// thread takes the next chunk no one has taken, and the op returns once every chunk is done, not once every closure
+// has run: a closure that starts late (the pool busy with another op's work, e.g. a conv's gradient running beside
+// this op) takes what is left or nothing, and one that starts after the op has returned finds nothing left to do.
+inline int64_t frames_per_chunk(const BnShapes& s) {  // about 64K values
+  return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, s.inner));
+}
+
+template <typename Fn>
+void over_frames(OpKernelContext* ctx, const BnShapes& s, Fn fn) {
+  const int64_t per_chunk = frames_per_chunk(s);
+  const int64_t chunks = (s.rows + per_chunk - 1) / per_chunk;
+  struct Shared {
+    std::atomic<int64_t> next{0}, done{0};
+  };
+  auto shared = std::make_shared<Shared>();
+  auto work = [&fn, &s, per_chunk, chunks](Shared* state) {
+    for (int64_t c; (c = state->next.fetch_add(1, std::memory_order_relaxed)) < chunks;) {
+      fn(c, c * per_chunk, std::min(s.rows, (c + 1) * per_chunk));
+      state->done.fetch_add(1, std::memory_order_release);  // the last touch of this op's state
+    }
+  };
+  const int helpers = static_cast<int>(
+      std::min<int64_t>(ctx->device()->tensorflow_cpu_worker_threads()->num_threads, chunks) - 1);
+  auto* pool = ctx->device()->tensorflow_cpu_worker_threads()->workers;
+  for (int k = 0; k < helpers; ++k)
+    pool->Schedule([shared, work] { work(shared.get()); });  // past the end it touches only `shared`, which it holds
+  work(shared.get());
+  for (int spins = 0; shared->done.load(std::memory_order_acquire) < chunks; ++spins) {
+    if (spins < 2000) {
+      _mm_pause();
+      continue;
+    }
+    std::this_thread::yield();
+  }
+}
+
+// y = min(max(x * scale + shift, 0), clip) * mask.
+template <typename X, typename Y>
+void bn_relu_forward(OpKernelContext* ctx, const BnShapes& s, const X* x, const float* scale, const float* shift,
+                     const float* mask, float clip, Y* y) {
+  const std::vector<float> sc = per_position(scale, s), sh = per_position(shift, s);
+  over_frames(ctx, s, [&](int64_t, int64_t begin, int64_t end) {
+    const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(clip);
+    for (int64_t r = begin; r < end; ++r) {
+      const float mr = mask[r];
+      const __m256 m = _mm256_set1_ps(mr);
+      const X* xr = x + r * s.inner;
+      Y* yr = y + r * s.inner;
+      int64_t j = 0;
+      for (; j + kWide <= s.inner; j += kWide) {
+        const __m256 z = _mm256_fmadd_ps(load8(xr + j), _mm256_loadu_ps(&sc[j]), _mm256_loadu_ps(&sh[j]));
+        store8(yr + j, _mm256_mul_ps(_mm256_min_ps(_mm256_max_ps(z, zero), top), m));
+      }
+      for (; j < s.inner; ++j)
+        put(yr + j, std::min(std::max(std::fma(scalar(xr[j]), sc[j], sh[j]), 0.0f), clip) * mr);
+    }
+  });
+}
+
+// The BN output's gradient: upstream times the mask where 0 < x * scale + shift < clip (the clipped ReLU passes
+// it), 0 elsewhere.
+inline __m256 relu_gradient(__m256 u, __m256 x, __m256 sc, __m256 sh, __m256 m, float clip) {
+  const __m256 z = _mm256_fmadd_ps(x, sc, sh);
+  const __m256 pass = _mm256_and_ps(_mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_GT_OQ),
+                                    _mm256_cmp_ps(z, _mm256_set1_ps(clip), _CMP_LT_OQ));
+  return _mm256_and_ps(pass, _mm256_mul_ps(u, m));
+}
+
+inline float relu_gradient(float u, float x, float sc, float sh, float m, float clip) {
+  const float z = std::fma(x, sc, sh);
+  return z > 0.0f && z < clip ? u * m : 0.0f;
+}
+
+// sums (2, C): per channel, two terms summed over the frames of nonzero mask; row(r, mask[r], t0, t1) adds frame r's
+// terms of each of its `inner` values to t0 and t1.
+template <typename Row>
+void channel_sums(OpKernelContext* ctx, const BnShapes& s, const float* mask, Row row, float* sums) {
+  // Each chunk's sums in fp32 per value, then in fp64 per channel, and the chunks' in order: the same sums whichever
+  // thread took which chunk.
+  const int64_t per_chunk = frames_per_chunk(s);
+  std::vector<double> partial(((s.rows + per_chunk - 1) / per_chunk) * 2 * s.channels, 0.0);
+  over_frames(ctx, s, [&](int64_t chunk, int64_t begin, int64_t end) {
+    std::vector<float> acc(2 * s.inner, 0.0f);
+    for (int64_t r = begin; r < end; ++r)
+      if (mask[r] != 0.0f) row(r, mask[r], acc.data(), acc.data() + s.inner);
+    double* out = partial.data() + chunk * 2 * s.channels;
+    for (int64_t j = 0; j < s.inner; ++j) {
+      out[j % s.channels] += acc[j];
+      out[s.channels + j % s.channels] += acc[s.inner + j];
+    }
+  });
+  std::vector<double> total(2 * s.channels, 0.0);
+  for (size_t i = 0; i < partial.size(); ++i) total[i % (2 * s.channels)] += partial[i];
+  for (int64_t c = 0; c < 2 * s.channels; ++c) sums[c] = static_cast<float>(total[c]);
+}
+
+// The BN statistics' sums: per channel, sum(w * x) and sum(w * x^2) over all frames, w the frame weights.
+template <typename X>
+void masked_moment_sums(OpKernelContext* ctx, const BnShapes& s, const X* x, const float* weights, float* sums) {
+  channel_sums(ctx, s, weights, [&](int64_t r, float wr, float* t0, float* t1) {
+    const __m256 w = _mm256_set1_ps(wr);
+    const X* xr = x + r * s.inner;
+    int64_t j = 0;
+    for (; j + kWide <= s.inner; j += kWide) {
+      const __m256 xw = _mm256_mul_ps(load8(xr + j), w);
+      _mm256_storeu_ps(t0 + j, _mm256_add_ps(_mm256_loadu_ps(t0 + j), xw));
+      _mm256_storeu_ps(t1 + j, _mm256_fmadd_ps(xw, load8(xr + j), _mm256_loadu_ps(t1 + j)));
+    }
+    for (; j < s.inner; ++j) {
+      const float xv = scalar(xr[j]);
+      t0[j] += wr * xv;
+      t1[j] += wr * xv * xv;
+    }
+  }, sums);
+}
+
+// The BN gradient's sums: per channel, sum(g) and sum(g * (x - mean)) over all frames, g the BN output's gradient.
+template <typename X, typename Y>
+void bn_relu_grad_sums(OpKernelContext* ctx, const BnShapes& s, const Y* upstream, const X* x, const float* scale,
+                       const float* shift, const float* mask, const float* mean, float clip, float* sums) {
+  const std::vector<float> sc = per_position(scale, s), sh = per_position(shift, s), mu = per_position(mean, s);
+  channel_sums(ctx, s, mask, [&](int64_t r, float mr, float* ag, float* agx) {
+    const __m256 m = _mm256_set1_ps(mr);
+    const X* xr = x + r * s.inner;
+    const Y* ur = upstream + r * s.inner;
+    int64_t j = 0;
+    for (; j + kWide <= s.inner; j += kWide) {
+      const __m256 xv = load8(xr + j);
+      const __m256 g = relu_gradient(load8(ur + j), xv, _mm256_loadu_ps(&sc[j]), _mm256_loadu_ps(&sh[j]), m, clip);
+      _mm256_storeu_ps(ag + j, _mm256_add_ps(_mm256_loadu_ps(ag + j), g));
+      const __m256 centred = _mm256_sub_ps(xv, _mm256_loadu_ps(&mu[j]));
+      _mm256_storeu_ps(agx + j, _mm256_fmadd_ps(g, centred, _mm256_loadu_ps(agx + j)));
+    }
+    for (; j < s.inner; ++j) {
+      const float xv = scalar(xr[j]), g = relu_gradient(scalar(ur[j]), xv, sc[j], sh[j], mr, clip);
+      ag[j] += g;
+      agx[j] += g * (xv - mu[j]);
+    }
+  }, sums);
+}
+
+// dx = mask * (g * scale - (x * c1 + c0)): the BN gradient through the batch statistics, c1 and c0 per channel.
+template <typename X, typename Y>
+void bn_relu_grad_input(OpKernelContext* ctx, const BnShapes& s, const Y* upstream, const X* x, const float* scale,
+                        const float* shift, const float* mask, const float* c1, const float* c0, float clip, X* dx) {
+  const std::vector<float> sc = per_position(scale, s), sh = per_position(shift, s), k1 = per_position(c1, s),
+                           k0 = per_position(c0, s);
+  over_frames(ctx, s, [&](int64_t, int64_t begin, int64_t end) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (int64_t r = begin; r < end; ++r) {
+      const float mr = mask[r];
+      const __m256 m = _mm256_set1_ps(mr);
+      const X* xr = x + r * s.inner;
+      const Y* ur = upstream + r * s.inner;
+      X* dr = dx + r * s.inner;
+      int64_t j = 0;
+      for (; j + kWide <= s.inner; j += kWide) {
+        const __m256 xv = load8(xr + j), scv = _mm256_loadu_ps(&sc[j]);
+        const __m256 g = relu_gradient(load8(ur + j), xv, scv, _mm256_loadu_ps(&sh[j]), one, clip);
+        const __m256 d =
+            _mm256_fmsub_ps(g, scv, _mm256_fmadd_ps(xv, _mm256_loadu_ps(&k1[j]), _mm256_loadu_ps(&k0[j])));
+        store8(dr + j, _mm256_mul_ps(d, m));
+      }
+      for (; j < s.inner; ++j) {
+        const float xv = scalar(xr[j]), g = relu_gradient(scalar(ur[j]), xv, sc[j], sh[j], 1.0f, clip);
+        put(dr + j, (g * sc[j] - std::fma(xv, k1[j], k0[j])) * mr);
+      }
+    }
+  });
+}
+
+#pragma GCC pop_options
+#endif  // DS2_X86
+
 // ---- the ops -------------------------------------------------------------------------------------------------
 
 tensorflow::Status check_shapes(OpKernelContext* ctx, const Tensor& x, const Tensor& mask, const Tensor& h0,
@@ -629,7 +864,8 @@ kernel's dtype), of the recurrent bias, and of the initial state.
 REGISTER_OP("Ds2FusedCpuSupport")
     .Output("support: int32")
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)
-    .Doc("Which Ds2Gru kernels run on this CPU: bit 0 fp32 (AVX-512), bit 1 bf16 (AVX512-BF16).");
+    .Doc("Which kernels run on this CPU: bit 0 Ds2Gru's fp32 (AVX-512), bit 1 Ds2Gru's bf16 (AVX512-BF16), bit 2 "
+         "Ds2BnClippedRelu's (AVX2 and FMA).");
 
 REGISTER_KERNEL_BUILDER(Name("Ds2GruForward").Device(DEVICE_CPU).TypeConstraint<float>("dtype"), GruForwardOp<float>);
 REGISTER_KERNEL_BUILDER(Name("Ds2GruForward").Device(DEVICE_CPU).TypeConstraint<tensorflow::bfloat16>("dtype"),
@@ -639,5 +875,206 @@ REGISTER_KERNEL_BUILDER(Name("Ds2GruBackward").Device(DEVICE_CPU).TypeConstraint
 REGISTER_KERNEL_BUILDER(Name("Ds2GruBackward").Device(DEVICE_CPU).TypeConstraint<tensorflow::bfloat16>("dtype"),
                         GruBackwardOp<tensorflow::bfloat16>);
 REGISTER_KERNEL_BUILDER(Name("Ds2FusedCpuSupport").Device(DEVICE_CPU), SupportOp);
+
+tensorflow::Status bn_shapes(OpKernelContext* ctx, const Tensor& x, const Tensor& mask,
+                             std::initializer_list<const Tensor*> per_channel, BnShapes* s) {
+  if (x.dims() < 2 || mask.dims() != 2 || x.dim_size(0) != mask.dim_size(0) || x.dim_size(1) != mask.dim_size(1))
+    return InvalidArgument("x must be (batch, time, ..., channels) and mask (batch, time), got ",
+                           x.shape().DebugString(), " and ", mask.shape().DebugString());
+  s->channels = x.dim_size(x.dims() - 1);
+  s->rows = mask.NumElements();
+  s->inner = s->rows ? x.NumElements() / s->rows : 0;
+  for (const Tensor* v : per_channel)
+    if (v->shape() != TensorShape({s->channels}))
+      return InvalidArgument("per-channel inputs must be (", s->channels, ",), got ", v->shape().DebugString());
+  if (!(cpu_support() & kAvx2))
+    return tensorflow::errors::Unimplemented("Ds2BnClippedRelu and Ds2MaskedMomentSums ops need AVX2 and FMA");
+  return tensorflow::OkStatus();
+}
+
+template <typename X>
+class MaskedMomentSumsOp : public OpKernel {
+ public:
+  explicit MaskedMomentSumsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor &x = ctx->input(0), &weights = ctx->input(1);
+    BnShapes s;
+    OP_REQUIRES_OK(ctx, bn_shapes(ctx, x, weights, {}, &s));
+    Tensor* sums;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2, s.channels}), &sums));
+    sums->flat<float>().setZero();
+    if (x.NumElements() == 0) return;
+#ifdef DS2_X86
+    masked_moment_sums(ctx, s, x.flat<X>().data(), weights.flat<float>().data(), sums->flat<float>().data());
+#endif
+  }
+};
+
+template <typename X, typename Y>
+class BnReluForwardOp : public OpKernel {
+ public:
+  explicit BnReluForwardOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("clip", &clip_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor &x = ctx->input(0), &scale = ctx->input(1), &shift = ctx->input(2), &mask = ctx->input(3);
+    BnShapes s;
+    OP_REQUIRES_OK(ctx, bn_shapes(ctx, x, mask, {&scale, &shift}, &s));
+    Tensor* y;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &y));
+    if (x.NumElements() == 0) return;
+#ifdef DS2_X86
+    bn_relu_forward(ctx, s, x.flat<X>().data(), scale.flat<float>().data(), shift.flat<float>().data(),
+                    mask.flat<float>().data(), clip_, y->flat<Y>().data());
+#endif
+  }
+
+ private:
+  float clip_;
+};
+
+template <typename X, typename Y>
+class BnReluGradSumsOp : public OpKernel {
+ public:
+  explicit BnReluGradSumsOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("clip", &clip_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor &upstream = ctx->input(0), &x = ctx->input(1), &scale = ctx->input(2), &shift = ctx->input(3),
+                 &mask = ctx->input(4), &mean = ctx->input(5);
+    BnShapes s;
+    OP_REQUIRES_OK(ctx, bn_shapes(ctx, x, mask, {&scale, &shift, &mean}, &s));
+    OP_REQUIRES(ctx, upstream.shape() == x.shape(), InvalidArgument("upstream must be x's shape"));
+    Tensor* sums;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2, s.channels}), &sums));
+    sums->flat<float>().setZero();
+    if (x.NumElements() == 0) return;
+#ifdef DS2_X86
+    bn_relu_grad_sums(ctx, s, upstream.flat<Y>().data(), x.flat<X>().data(), scale.flat<float>().data(),
+                      shift.flat<float>().data(), mask.flat<float>().data(), mean.flat<float>().data(), clip_,
+                      sums->flat<float>().data());
+#endif
+  }
+
+ private:
+  float clip_;
+};
+
+template <typename X, typename Y>
+class BnReluGradInputOp : public OpKernel {
+ public:
+  explicit BnReluGradInputOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("clip", &clip_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor &upstream = ctx->input(0), &x = ctx->input(1), &scale = ctx->input(2), &shift = ctx->input(3),
+                 &mask = ctx->input(4), &c1 = ctx->input(5), &c0 = ctx->input(6);
+    BnShapes s;
+    OP_REQUIRES_OK(ctx, bn_shapes(ctx, x, mask, {&scale, &shift, &c1, &c0}, &s));
+    OP_REQUIRES(ctx, upstream.shape() == x.shape(), InvalidArgument("upstream must be x's shape"));
+    Tensor* dx;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &dx));
+    if (x.NumElements() == 0) return;
+#ifdef DS2_X86
+    bn_relu_grad_input(ctx, s, upstream.flat<Y>().data(), x.flat<X>().data(), scale.flat<float>().data(),
+                       shift.flat<float>().data(), mask.flat<float>().data(), c1.flat<float>().data(),
+                       c0.flat<float>().data(), clip_, dx->flat<X>().data());
+#endif
+  }
+
+ private:
+  float clip_;
+};
+
+REGISTER_OP("Ds2MaskedMomentSums")
+    .Input("x: T")
+    .Input("weights: float")
+    .Output("sums: float")
+    .Attr("T: {float, bfloat16}")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle x;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(0), 2, &x));
+      c->set_output(0, c->MakeShape({2, c->Dim(x, -1)}));
+      return tensorflow::OkStatus();
+    })
+    .Doc(R"doc(
+The sums of sequence-wise BN's statistics in one pass: per channel (the last axis), sum(w * x) and sum(w * x^2) over
+all other axes, w (batch, time) the frames' weights.
+)doc");
+
+REGISTER_OP("Ds2BnClippedReluForward")
+    .Input("x: T")
+    .Input("scale: float")
+    .Input("shift: float")
+    .Input("mask: float")
+    .Output("y: Tout")
+    .Attr("T: {float, bfloat16}")
+    .Attr("Tout: {float, bfloat16}")
+    .Attr("clip: float")
+    .SetShapeFn(tensorflow::shape_inference::UnchangedShape)
+    .Doc(R"doc(
+Sequence-wise BN with given statistics and the clipped ReLU, times the frame mask, in one pass:
+y = min(max(x * scale + shift, 0), clip) * mask, scale and shift per channel (the last axis), mask (batch, time).
+)doc");
+
+REGISTER_OP("Ds2BnClippedReluGradSums")
+    .Input("upstream: Tout")
+    .Input("x: T")
+    .Input("scale: float")
+    .Input("shift: float")
+    .Input("mask: float")
+    .Input("mean: float")
+    .Output("sums: float")
+    .Attr("T: {float, bfloat16}")
+    .Attr("Tout: {float, bfloat16}")
+    .Attr("clip: float")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->MakeShape({2, c->Dim(c->input(2), 0)}));
+      return tensorflow::OkStatus();
+    })
+    .Doc(R"doc(
+The per-channel sums of Ds2BnClippedReluForward's gradient: sum(g) and sum(g * (x - mean)), g the upstream gradient
+where the clipped ReLU passes it, times the mask (the gradients of the BN's shift and, over inv_std, its scale).
+)doc");
+
+REGISTER_OP("Ds2BnClippedReluGradInput")
+    .Input("upstream: Tout")
+    .Input("x: T")
+    .Input("scale: float")
+    .Input("shift: float")
+    .Input("mask: float")
+    .Input("c1: float")
+    .Input("c0: float")
+    .Output("d_x: T")
+    .Attr("T: {float, bfloat16}")
+    .Attr("Tout: {float, bfloat16}")
+    .Attr("clip: float")
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->input(1));
+      return tensorflow::OkStatus();
+    })
+    .Doc(R"doc(
+The gradient of x through Ds2BnClippedReluForward and the batch statistics: mask * (g * scale - (x * c1 + c0)).
+)doc");
+
+#define DS2_BN_KERNELS(X, Y)                                                                                      \
+  REGISTER_KERNEL_BUILDER(                                                                                        \
+      Name("Ds2BnClippedReluForward").Device(DEVICE_CPU).TypeConstraint<X>("T").TypeConstraint<Y>("Tout"),      \
+      BnReluForwardOp<X, Y>);                                                                                     \
+  REGISTER_KERNEL_BUILDER(                                                                                        \
+      Name("Ds2BnClippedReluGradSums").Device(DEVICE_CPU).TypeConstraint<X>("T").TypeConstraint<Y>("Tout"),     \
+      BnReluGradSumsOp<X, Y>);                                                                                    \
+  REGISTER_KERNEL_BUILDER(                                                                                        \
+      Name("Ds2BnClippedReluGradInput").Device(DEVICE_CPU).TypeConstraint<X>("T").TypeConstraint<Y>("Tout"),    \
+      BnReluGradInputOp<X, Y>);
+DS2_BN_KERNELS(float, float)
+DS2_BN_KERNELS(float, tensorflow::bfloat16)
+DS2_BN_KERNELS(tensorflow::bfloat16, float)
+DS2_BN_KERNELS(tensorflow::bfloat16, tensorflow::bfloat16)
+#undef DS2_BN_KERNELS
+REGISTER_KERNEL_BUILDER(Name("Ds2MaskedMomentSums").Device(DEVICE_CPU).TypeConstraint<float>("T"),
+                        MaskedMomentSumsOp<float>);
+REGISTER_KERNEL_BUILDER(Name("Ds2MaskedMomentSums").Device(DEVICE_CPU).TypeConstraint<tensorflow::bfloat16>("T"),
+                        MaskedMomentSumsOp<tensorflow::bfloat16>);
 
 }  // namespace ds2

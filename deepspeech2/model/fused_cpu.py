@@ -1,9 +1,11 @@
-"""The fused GRU for training on CPU: the TensorFlow ops of `fused_cpu.cc`, which `make deps` builds into
-`_fused_cpu.so` beside this file.
+"""The fused GRU and the front end's fused BN + clipped ReLU for training on CPU: the TensorFlow ops of
+`fused_cpu.cc`, which `make deps` builds into `_fused_cpu.so` beside this file.
 
 `BatchNormRNN` trains its GRU layers with them where they are built, load and run on this CPU (AVX-512 for fp32,
-AVX512-BF16 for bf16), on TensorFlow with no GPU visible; elsewhere with the time loop of `rnn.py`. The library is
-loaded on first use, once; if it fails to load, the reason is logged once and the loop is used.
+AVX512-BF16 for bf16), on TensorFlow with no GPU visible; elsewhere with the time loop of `rnn.py`. `ConvFrontEnd`
+trains each conv's BN and clipped ReLU with them under the same conditions (AVX2 and FMA, either dtype); elsewhere
+with TF's ops. The library is loaded on first use, once; if it fails to load, the reason is logged once and the loop
+and TF's ops are used.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import logging
 from pathlib import Path
 
 LIBRARY = Path(__file__).with_name("_fused_cpu.so")
-_FP32, _BF16 = 1, 2  # Ds2FusedCpuSupport's bits
+# Ds2FusedCpuSupport's bits, by kernel: the GRU's for its recurrent kernel's dtype, the front end's BN + clipped ReLU
+_BITS = {"float32": 1, "bfloat16": 2, "bn_clipped_relu": 4}
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +47,23 @@ def _support() -> int:
         return int(ops.ds2_fused_cpu_support())
 
 
-def supports(dtype: str) -> bool:
-    """Whether the ops load and this CPU runs their kernel for a recurrent kernel of `dtype` ("float32" or
-    "bfloat16")."""
-    bit = {"float32": _FP32, "bfloat16": _BF16}.get(dtype, 0)
+def supports(kernel: str) -> bool:
+    """Whether the ops load and this CPU runs `kernel`: the GRU's for a recurrent kernel of dtype "float32" or
+    "bfloat16", or "bn_clipped_relu" (the front end's, either dtype)."""
+    bit = _BITS.get(kernel, 0)
     return bool(bit and _support() & bit)
+
+
+def usable(kernel: str) -> bool:
+    """Whether a graph being built now may use `kernel` (`supports`): on TensorFlow with no GPU visible, outside XLA
+    (`--jit_compile`: XLA can't compile a custom op)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return False
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+
+    if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
+        return False
+    return not tf.config.list_logical_devices("GPU") and supports(kernel)

@@ -66,26 +66,46 @@ def cross_replica_sum(x):
     return context.all_reduce(tf.distribute.ReduceOp.SUM, x)
 
 
-def masked_moments(x, weights):
+def masked_moments(x, weights, fused=False):
     """Per-channel mean and variance over the frames with weight 1, across all replicas.
 
     Args:
-        x: `(batch, time, channels)` or `(batch, time, freq, channels)` fp32.
+        x: `(batch, time, channels)` or `(batch, time, freq, channels)` fp32 (or bf16 with `fused`).
         weights: `(batch, time)` fp32, 1 for valid frames and 0 for padding.
+        fused: take this replica's sums with the fused CPU op (`fused_cpu.py`; one pass over `x` in its own dtype)
+            rather than TF's ops.
 
     Returns:
         `(mean, variance, count)`: `(channels,)`, `(channels,)` and the number of positions they cover
         (valid frames times frequency bins, summed over replicas; at least 1).
     """
     channels = x.shape[-1]
+    if fused:
+        from deepspeech2.model import fused_cpu
+
+        local = ops.reshape(fused_cpu.library().ds2_masked_moment_sums(x, weights), (2 * channels,))
+    else:
+        local = ops.concatenate([_channel_sums(x, weights), _channel_sums(ops.square(x), weights)])
     # One all-reduce for both sums and the count.
-    sums = cross_replica_sum(ops.concatenate([_channel_sums(x, weights), _channel_sums(ops.square(x), weights),
-                                              ops.reshape(_frame_count(x, weights), (1,))]))
+    sums = cross_replica_sum(ops.concatenate([local, ops.reshape(_frame_count(x, weights), (1,))]))
     count = ops.maximum(sums[2 * channels], 1.0)
     mean = sums[:channels] / count
     # E[x^2] - E[x]^2 saves a pass over x against E[(x - mean)^2]; in fp32 the cancellation error stays
     # small for activations whose mean is not far above their spread.
     return mean, ops.maximum(sums[channels:2 * channels] / count - ops.square(mean), 0.0), count
+
+
+def _statistics_gradient(d_beta, d_gamma, mean, inv_std, scale, count):
+    """`(c1, c0)` of the BN gradient `dx = scale * g - w * (x * c1 + c0)`: the part through the batch statistics,
+    from this replica's `d_beta = sum(g)` and `d_gamma = sum(g * x_hat)`.
+
+    The statistics saw the frames with w = 1 on every replica, so the sums through them are global too (the
+    parameter gradients stay local: the trainer all-reduces those).
+    """
+    channels = d_beta.shape[-1]
+    sums = cross_replica_sum(ops.concatenate([d_beta, d_gamma]))
+    c1 = scale * inv_std * sums[channels:] / count
+    return c1, scale * sums[:channels] / count - mean * c1
 
 
 @ops.custom_gradient
@@ -114,19 +134,57 @@ def _batch_normalize(x, weights, mean, inv_std, count, gamma, beta):
         everywhere = ops.ones_like(weights)
         d_beta = _channel_sums(g, everywhere)
         d_gamma = (_channel_sums(g * x, everywhere) - mean * d_beta) * inv_std  # sum(g * x_hat)
-        # dx = scale * (g - w * (d_beta + x_hat * d_gamma) / count): the statistics saw the frames with w = 1
-        # on every replica, so the sums through them are global too (the parameter gradients stay local: the
-        # trainer all-reduces those).
-        channels = d_beta.shape[-1]
-        sums = cross_replica_sum(ops.concatenate([d_beta, d_gamma]))
-        c1 = scale * inv_std * sums[channels:] / count
-        c0 = scale * sums[:channels] / count - mean * c1
+        # dx = scale * (g - w * (d_beta + x_hat * d_gamma) / count)
+        c1, c0 = _statistics_gradient(d_beta, d_gamma, mean, inv_std, scale, count)
         w = ops.reshape(weights, ops.shape(weights) + (1,) * (len(x.shape) - 2))  # (B, T, 1[, 1])
         zeros = ops.zeros_like(mean)
         return (g * scale - w * (x * c1 + c0), ops.zeros_like(weights), zeros, zeros, ops.zeros_like(count),
                 d_gamma, d_beta)
 
     return x * scale + (beta - mean * scale), grad
+
+
+def bn_clipped_relu_fused_cpu(x, weights, mean, inv_std, count, gamma, beta):
+    """`clipped_relu(_batch_normalize(x, ...), weights)` through the fused CPU ops (`fused_cpu.py`): the same
+    arguments, outputs and gradients (x, gamma and beta), in one pass over `x` forward and two backward.
+
+    `x` may be bf16 (the conv's output under mixed_bfloat16): the op reads it as it is and returns `y` in `x`'s
+    dtype, which the next conv (or the RNN's projection) casts to anyway, so neither side needs a cast pass. The
+    statistics and the BN gradient's per-channel terms stay TF ops, summed across replicas as in `_batch_normalize`.
+    """
+    from deepspeech2.model import fused_cpu
+
+    lib = fused_cpu.library()
+
+    @ops.custom_gradient
+    def fused(x, weights, mean, inv_std, count, gamma, beta):
+        scale = gamma * inv_std
+        shift = beta - mean * scale
+        y = lib.ds2_bn_clipped_relu_forward(x, scale, shift, weights, Tout=x.dtype, clip=RELU_CLIP)
+
+        def grad(*args, upstream=None):
+            g = upstream_gradient(args, upstream)
+            # sum(g) and sum(g * (x - mean)) of the BN output's gradient g: d_beta and d_gamma / inv_std.
+            sums = lib.ds2_bn_clipped_relu_grad_sums(g, x, scale, shift, weights, mean, clip=RELU_CLIP)
+            d_beta, d_gamma = sums[0], sums[1] * inv_std
+            c1, c0 = _statistics_gradient(d_beta, d_gamma, mean, inv_std, scale, count)
+            d_x = lib.ds2_bn_clipped_relu_grad_input(g, x, scale, shift, weights, c1, c0, clip=RELU_CLIP)
+            zeros = ops.zeros_like(mean)
+            return d_x, ops.zeros_like(weights), zeros, zeros, ops.zeros_like(count), d_gamma, d_beta
+
+        return y, grad
+
+    return fused(x, weights, mean, inv_std, count, gamma, beta)
+
+
+def frontend_kernel_available() -> bool:
+    """Whether the front end's BN + clipped ReLU trains with the fused CPU ops here (`fused_cpu.usable`: TensorFlow
+    on a CPU with AVX2, outside XLA, the library built). DS2_FRONTEND_UNFUSED=1 keeps TF's ops."""
+    import os
+
+    from deepspeech2.model import fused_cpu
+
+    return os.environ.get("DS2_FRONTEND_UNFUSED") != "1" and fused_cpu.usable("bn_clipped_relu")
 
 
 def upstream_gradient(args, upstream):
@@ -177,16 +235,23 @@ class SequenceBatchNorm(keras.layers.Layer):
         x = ops.cast(inputs, "float32")  # statistics in fp32 also under mixed precision
         if training:
             weights = ops.cast(mask, "float32")
-            mean, variance, count = masked_moments(ops.stop_gradient(x), weights)
-            self.moving_mean.assign(self.momentum * self.moving_mean + (1.0 - self.momentum) * mean)
-            self.moving_variance.assign(self.momentum * self.moving_variance + (1.0 - self.momentum) * variance)
-            # Variables go in as tensors: TF's custom_gradient must not see variable reads inside.
-            gamma, beta = ops.cast(self.gamma, "float32"), ops.cast(self.beta, "float32")
-            y = _batch_normalize(x, weights, mean, ops.rsqrt(variance + self.epsilon), count, gamma, beta)
+            y = _batch_normalize(x, weights, *self.batch_statistics(x, weights))
         else:
             scale = self.gamma * ops.rsqrt(self.moving_variance + self.epsilon)
             y = x * scale + (self.beta - self.moving_mean * scale)
         return ops.cast(y, self.compute_dtype)
+
+    def batch_statistics(self, x, weights, fused=False):
+        """`(mean, inv_std, count, gamma, beta)` for training on `x` over the frames of weight 1 of `weights`
+        `(batch, time)` fp32; updates the moving averages. The statistics are fp32; `fused` (`masked_moments`) reads
+        `x` in its own dtype."""
+        x = ops.stop_gradient(x if fused else ops.cast(x, "float32"))
+        mean, variance, count = masked_moments(x, weights, fused=fused)
+        self.moving_mean.assign(self.momentum * self.moving_mean + (1.0 - self.momentum) * mean)
+        self.moving_variance.assign(self.momentum * self.moving_variance + (1.0 - self.momentum) * variance)
+        # Variables go in as tensors: TF's custom_gradient must not see variable reads inside.
+        return (mean, ops.rsqrt(variance + self.epsilon), count, ops.cast(self.gamma, "float32"),
+                ops.cast(self.beta, "float32"))
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -333,6 +398,9 @@ class ConvFrontEnd(keras.layers.Layer):
         """
         x = self.convs[index](x)
         mask = sequence_mask(output_lengths, ops.shape(x)[1], "float32")
+        if training and frontend_kernel_available():
+            # The fused op reads the conv's output in its own dtype, bf16 under mixed_bfloat16.
+            return bn_clipped_relu_fused_cpu(x, mask, *self.norms[index].batch_statistics(x, mask, fused=True))
         return clipped_relu(self.norms[index](x, mask, training=training), mask[:, :, None, None])
 
     def get_config(self):

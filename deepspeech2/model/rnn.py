@@ -371,16 +371,9 @@ def cpu_kernel_available(cell: str, dtype: str) -> bool:
     custom op). DS2_RNN_LOOP=1 keeps the loop."""
     import os
 
-    if cell != "gru" or keras.backend.backend() != "tensorflow" or os.environ.get("DS2_RNN_LOOP") == "1":
-        return False
-    import tensorflow as tf
-    from tensorflow.python.ops import control_flow_util
-
     from deepspeech2.model import fused_cpu
 
-    if control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()):
-        return False
-    return not tf.config.list_logical_devices("GPU") and fused_cpu.supports(dtype)
+    return cell == "gru" and os.environ.get("DS2_RNN_LOOP") != "1" and fused_cpu.usable(dtype)
 
 
 def recurrent_kernel(config, on_gpu: bool, dtype: str = "float32") -> str:
