@@ -320,6 +320,7 @@ def test_the_front_end_trains_with_it_and_infers_with_tfs_ops(monkeypatch):
 
     fused = {"Ds2MaskedMomentSums", "Ds2BnClippedReluForward"}
     assert fused <= op_types(True) and not fused & op_types(False) and not fused & op_types(True, jit_compile=True)
+    assert layers.frontend_kernel_available("bfloat16") and not layers.frontend_kernel_available("float16")
     monkeypatch.setenv("DS2_FRONTEND_UNFUSED", "1")
     assert not fused & op_types(True)
 

@@ -177,14 +177,16 @@ def bn_clipped_relu_fused_cpu(x, weights, mean, inv_std, count, gamma, beta):
     return fused(x, weights, mean, inv_std, count, gamma, beta)
 
 
-def frontend_kernel_available() -> bool:
-    """Whether the front end's BN + clipped ReLU trains with the fused CPU ops here (`fused_cpu.usable`: TensorFlow
-    on a CPU with AVX2, outside XLA, the library built). DS2_FRONTEND_UNFUSED=1 keeps TF's ops."""
+def frontend_kernel_available(dtype="float32") -> bool:
+    """Whether the front end's BN + clipped ReLU trains with the fused CPU ops here on conv outputs of `dtype`
+    (`fused_cpu.usable`: TensorFlow on a CPU with AVX2, outside XLA, the library built; fp32 or bf16, as the ops
+    read no fp16). DS2_FRONTEND_UNFUSED=1 keeps TF's ops."""
     import os
 
     from deepspeech2.model import fused_cpu
 
-    return os.environ.get("DS2_FRONTEND_UNFUSED") != "1" and fused_cpu.usable("bn_clipped_relu")
+    return (keras.backend.standardize_dtype(dtype) in ("float32", "bfloat16")
+            and os.environ.get("DS2_FRONTEND_UNFUSED") != "1" and fused_cpu.usable("bn_clipped_relu"))
 
 
 def upstream_gradient(args, upstream):
@@ -398,7 +400,7 @@ class ConvFrontEnd(keras.layers.Layer):
         """
         x = self.convs[index](x)
         mask = sequence_mask(output_lengths, ops.shape(x)[1], "float32")
-        if training and frontend_kernel_available():
+        if training and frontend_kernel_available(x.dtype):
             # The fused op reads the conv's output in its own dtype, bf16 under mixed_bfloat16.
             return bn_clipped_relu_fused_cpu(x, mask, *self.norms[index].batch_statistics(x, mask, fused=True))
         return clipped_relu(self.norms[index](x, mask, training=training), mask[:, :, None, None])
