@@ -118,6 +118,7 @@ def real(tmp_path_factory):
     return tmp, report, stdout
 
 
+@pytest.mark.slow  # `real` extracts 1.3 M words twice
 def test_counts_per_source(real):
     tmp, report, _ = real
     counts = {s.name: s.sentences for s in report.sources}
@@ -135,6 +136,7 @@ def test_counts_per_source(real):
         assert re.fullmatch(r"[0-9a-f]{64}", s["sha256"])
 
 
+@pytest.mark.slow  # `real` extracts 1.3 M words twice
 def test_lines_are_normalized_unique_and_hold_no_held_out_sentence(real):
     tmp, report, _ = real
     lines = (tmp / "english.txt").read_text().splitlines()
@@ -144,12 +146,14 @@ def test_lines_are_normalized_unique_and_hold_no_held_out_sentence(real):
     assert {s.name: s.held_out for s in report.sources}["wordnet-examples"] >= 1  # it was there to remove
 
 
+@pytest.mark.slow  # `real` extracts 1.3 M words twice
 def test_deterministic_and_the_cli_agrees(real):
     tmp, report, stdout = real
     assert (tmp / "cli.txt").read_bytes() == (tmp / "english.txt").read_bytes()
     assert f"wrote {tmp / 'cli.txt'}: {report.sentences} sentences" in stdout
 
 
+@pytest.mark.slow  # `real` extracts 1.3 M words twice
 def test_a_corrupted_cached_file_fails_the_hash_check(real, tmp_path):  # `real` filled the cache
     good = shutil.copy(CACHE / RANDOM_QUOTES.filename, tmp_path / RANDOM_QUOTES.filename)
     assert pinned_file(RANDOM_QUOTES, tmp_path, progress=False) == Path(good)  # a good copy: no download

@@ -297,6 +297,7 @@ def _cli(*argv):
                           timeout=600)
 
 
+@pytest.mark.slow  # the CLIs around what the tests above check in-process
 def test_ds2_export_quantize_and_ds2_infer_tflite(bundle_dir, data, tmp_path, hello_world_lm):
     dev, clips = data
     out = _cli("ds2-export", "--model_dir", bundle_dir, "--export_dir", tmp_path, "--model_name", "en",

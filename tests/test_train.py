@@ -515,6 +515,7 @@ def _cli(data, workdir, *extra):
             "--log_every_steps=1", *extra]
 
 
+@pytest.mark.slow  # two ds2-train processes; in-process resume: below
 def test_sigkill_mid_epoch_then_resume(data, tmp_path):
     workdir = tmp_path / "run"
     cmd = _cli(data, workdir, "--epochs=2", "--checkpoint_every_steps=1")
@@ -583,6 +584,7 @@ def test_resume_refuses_a_changed_data_order_then_restart_epoch_trains(data, tmp
     assert order["batch_size"] == 8 and order["seed"] == 1
 
 
+@pytest.mark.slow  # three ds2-train processes; in-process: above
 def test_cli_refuses_a_changed_data_order_in_one_line_and_restarts_the_epoch(data, tmp_path):
     run = tmp_path / "run"
     _stop_mid_epoch(data, run)  # batches of 4

@@ -197,6 +197,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # two worker processes
 def test_two_workers_stay_identical(data, tmp_path):
     ports = [_free_port(), _free_port()]
     script = textwrap.dedent(f"""
