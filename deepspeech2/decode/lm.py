@@ -314,33 +314,34 @@ def _write_corpus(config: LMConfig, out: Path) -> tuple[collections.Counter, int
     read = dropped = 0
     with open(out, "w", encoding="utf-8") as f:
         for path, weight in zip(config.text_paths, config.text_weights or [1] * len(config.text_paths)):
-            try:
-                with _open_text(path, "read") as (lines, tick):
-                    for line in lines:
-                        if not line.strip():
-                            continue
-                        read += 1
-                        if read % PROGRESS_LINES == 0:
-                            tick()
-                        text = corpus_line(line, config.language, config.normalize, config.token, config.lowercase)
-                        if not text:
-                            dropped += 1
-                            continue
-                        tokens = text.split()
-                        bad = [t for t in tokens if t in ARPA_SPECIAL]
-                        if bad:  # lmplz refuses them in the corpus; only possible with `normalize` off
-                            raise ValueError(f"`{path}` has KenLM's reserved token {bad[0]!r} in {line.strip()!r}")
-                        counts.update(tokens * weight)
-                        f.write((text + "\n") * weight)
-            except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # a corrupt or cut .gz
-                raise ValueError(f"`{path}` could not be read: {e}; download it again") from None
+            with _open_text(path, "read", f"`{path}`") as (lines, tick):
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    read += 1
+                    if read % PROGRESS_LINES == 0:
+                        tick()
+                    text = corpus_line(line, config.language, config.normalize, config.token, config.lowercase)
+                    if not text:
+                        dropped += 1
+                        continue
+                    tokens = text.split()
+                    bad = [t for t in tokens if t in ARPA_SPECIAL]
+                    if bad:  # lmplz refuses them in the corpus; only possible with `normalize` off
+                        raise ValueError(f"`{path}` has KenLM's reserved token {bad[0]!r} in {line.strip()!r}")
+                    counts.update(tokens * weight)
+                    f.write((text + "\n") * weight)
     return counts, read, dropped
 
 
 @contextlib.contextmanager
-def _open_text(path: str | os.PathLike, verb: str):
+def _open_text(path: str | os.PathLike, verb: str, name: str):
     """A text file, or a gzipped one (`.gz`), read as UTF-8 (an odd byte never stops a build), with a progress bar
-    over its bytes on disk: yields `(text stream, tick)`, `tick()` bringing the bar to what has been read."""
+    over its bytes on disk: yields `(text stream, tick)`, `tick()` bringing the bar to what has been read.
+
+    Raises:
+        ValueError: a corrupt or cut .gz, the message starting with `name`.
+    """
     raw = open(path, "rb")
     stream = gzip.open(raw, "rt", encoding="utf-8", errors="replace") if str(path).endswith(".gz") else \
         io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
@@ -348,6 +349,8 @@ def _open_text(path: str | os.PathLike, verb: str):
                        desc=f"{verb} {Path(path).name}")
     try:
         yield stream, lambda: bar.update(raw.tell() - bar.n)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise ValueError(f"{name} could not be read: {e}; download it again") from None
     finally:
         bar.close()
         stream.close()
@@ -357,20 +360,17 @@ def _open_text(path: str | os.PathLike, verb: str):
 def _copy_arpa(src: Path, dst: Path, lowercase: bool) -> None:
     """An ARPA model (maybe gzipped) copied to `dst` as plain text, its words lower-cased with `lowercase` (the
     header, section names and numbers read the same in lower case; the markers <s>, </s>, <unk> are lower case)."""
-    try:
-        with _open_text(src, "convert") as (f, tick), open(dst, "w", encoding="utf-8") as out:
-            for _ in range(ARPA_PREAMBLE_LINES):  # blank lines or notes may come before \data\ (SRILM's do)
-                line = f.readline()
-                out.write(line)
-                if line.strip() == "\\data\\" or not line:
-                    break
-            if line.strip() != "\\data\\":
-                raise ValueError(f"`arpa`: {src} is not an ARPA model: no \\data\\ line at its start")
-            while chunk := f.read(1 << 20):
-                out.write(chunk.lower() if lowercase else chunk)
-                tick()
-    except (gzip.BadGzipFile, EOFError, zlib.error) as e:  # a corrupt or cut .gz
-        raise ValueError(f"`arpa`: {src} could not be read: {e}; download it again") from None
+    with _open_text(src, "convert", f"`arpa`: {src}") as (f, tick), open(dst, "w", encoding="utf-8") as out:
+        for _ in range(ARPA_PREAMBLE_LINES):  # blank lines or notes may come before \data\ (SRILM's do)
+            line = f.readline()
+            out.write(line)
+            if line.strip() == "\\data\\" or not line:
+                break
+        if line.strip() != "\\data\\":
+            raise ValueError(f"`arpa`: {src} is not an ARPA model: no \\data\\ line at its start")
+        while chunk := f.read(1 << 20):
+            out.write(chunk.lower() if lowercase else chunk)
+            tick()
 
 
 def _limit_vocabulary(corpus: Path, counts: collections.Counter, top_k: int, out: Path) -> Path:
