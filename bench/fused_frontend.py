@@ -7,12 +7,15 @@ and the same batch (bench/train.py's: 16 x 5 s, CTC + Adam) and the steps altern
 same load.
 
     .venv/bin/python bench/fused_frontend.py --precision bf16 --steps 8
+
+The last line printed is a JSON list of {"name", "value", "unit"} (the medians).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import statistics
 import sys
@@ -22,7 +25,6 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines)
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
@@ -34,7 +36,7 @@ def main():
     args = parser.parse_args()
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     keras.config.set_dtype_policy("mixed_bfloat16" if args.precision == "bf16" else "float32")
-    from bench.train import BATCH, FEATURE_DIM, FRAMES, LABEL_LENGTH
+    from bench.train import random_batch
     from deepspeech2.model import build_model, layers, preset
     from deepspeech2.train.ctc import sparse_ctc_loss
 
@@ -43,11 +45,7 @@ def main():
     optimizer = keras.optimizers.Adam(1e-4)
     optimizer.build(model.trainable_variables)
     apply = tf.function(lambda grads: optimizer.apply(grads, model.trainable_variables), jit_compile=True)
-    rng = np.random.default_rng(0)
-    features = tf.constant(rng.standard_normal((BATCH, FRAMES, FEATURE_DIM), np.float32))
-    lengths = tf.fill((BATCH,), FRAMES)
-    labels = tf.constant(rng.integers(1, config.vocab_size, (BATCH, LABEL_LENGTH)), tf.int32)
-    label_lengths = tf.fill((BATCH,), LABEL_LENGTH)
+    features, lengths, labels, label_lengths = random_batch(config.vocab_size)
     front = model.get_layer("frontend")
 
     def step():
@@ -82,8 +80,12 @@ def main():
                 tf.nest.map_structure(lambda t: t.numpy(), fns[part]())
                 times[name, part].append(1000 * (time.perf_counter() - start))
     print(f"{args.precision}, {args.steps} alternating runs of each (median, min ms):")
+    figures = []
     for (name, part), ms in times.items():
-        print(f"  {['step', 'front end alone'][part]:16s} {name:7s} {statistics.median(ms):7.0f} {min(ms):7.0f}")
+        what = ["step", "front end alone"][part]
+        print(f"  {what:16s} {name:7s} {statistics.median(ms):7.0f} {min(ms):7.0f}")
+        figures.append({"name": f"{args.precision} {what}, {name}", "value": statistics.median(ms), "unit": "ms"})
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":

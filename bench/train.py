@@ -71,6 +71,15 @@ def _timed(fn) -> float:
     return time.perf_counter() - start
 
 
+def random_batch(vocab_size: int) -> tuple:
+    """The timed batch: `(features, lengths, labels, label_lengths)` of BATCH utterances of FRAMES frames and
+    LABEL_LENGTH labels, the same on every call."""
+    rng = np.random.default_rng(0)
+    features = tf.constant(rng.standard_normal((BATCH, FRAMES, FEATURE_DIM), np.float32))
+    labels = tf.constant(rng.integers(1, vocab_size, (BATCH, LABEL_LENGTH)), tf.int32)
+    return features, tf.fill((BATCH,), FRAMES), labels, tf.fill((BATCH,), LABEL_LENGTH)
+
+
 def train_step_flops(config, batch: int, frames: int) -> float:
     """FLOPs of one training step: 3x the forward pass (forward, input and weight grads)."""
     from deepspeech2.model.geometry import forward_flops
@@ -118,11 +127,7 @@ def run_variant(variant: str, steps: int, warmup: int, xla_pieces: list[str], pr
     if "adam" in xla_pieces and not rest:
         apply_gradients = tf.function(apply_gradients, jit_compile=True)
 
-    rng = np.random.default_rng(0)
-    features = tf.constant(rng.standard_normal((BATCH, FRAMES, FEATURE_DIM), np.float32))
-    lengths = tf.fill((BATCH,), FRAMES)
-    labels = tf.constant(rng.integers(1, config.vocab_size, (BATCH, LABEL_LENGTH)), tf.int32)
-    label_lengths = tf.fill((BATCH,), LABEL_LENGTH)
+    features, lengths, labels, label_lengths = random_batch(config.vocab_size)
 
     @tf.function(jit_compile=bool(rest))
     def train_step(features, lengths, labels, label_lengths):
