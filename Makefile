@@ -84,7 +84,7 @@ ifeq ($(DEMO_SIZE),full)
 TINY_HOURS ?= 6
 TINY_SPEAKERS ?= 2400
 DEMO_MODEL ?= examples/tiny/model.json
-DEMO_EPOCHS ?= 4
+DEMO_EPOCHS ?= 5
 DEMO_TRAIN_FLAGS ?=
 DEMO_SUFFIX :=
 # alpha 0 (the LM off) and 1.5 never win on the tiny corpus, nor 0.25 and 1.25 (each at least 1.2 points behind its
