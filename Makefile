@@ -53,7 +53,7 @@ $(FUSED_STAMP): $(FUSED_SRC) $(STAMP)
 # 3-gram LM -> alpha/beta tuned on dev -> test evaluated greedy and with the LM -> export, served over
 # gRPC (ds2-serve) and three test files transcribed by ds2-client -> a summary table and results/demo.json.
 # Every stage is a file target, so a re-run reuses finished work (training resumes).
-#   make demo                    the full demo (DEMO_SIZE=full): 6 h of audio from 2400 voices, 4 epochs of examples/tiny
+#   make demo                    the full demo (DEMO_SIZE=full): 6 h of audio from 2400 voices, 5 epochs of examples/tiny
 #   make demo DEMO_SIZE=small    a smoke version of a few minutes: 3 minutes of audio, the tiny model
 # Knobs (docs/training.md lists them; examples/tiny/RESULTS.md has what each default was measured to give):
 # TINY_HOURS (training audio), TINY_SPEAKERS (training voices), TINY_FLITE_SHARE (share of them that are flite

@@ -237,7 +237,7 @@ def test_user_docs_hold_no_lab_notebook():
 # and a free port for the servers they start.
 TINY = {"--hours 6 --train_speakers 2400": "--hours 0.03 --train_speakers 300",
         # the tiny preset built for the docs' log-mel statistics
-        "--epochs 4": "--epochs 1 --model tiny --model_overrides "
+        "--epochs 5": "--epochs 1 --model tiny --model_overrides "
                       "'{\"feature_kind\": \"logmel\", \"feature_dim\": 80}' --batch_size 4",
         "--num_alphas 5 --num_betas 5": "--num_alphas 2 --num_betas 2 --beam_size 8",
         # an LM search over a model trained for seconds explores many words: tuning grids of 66 and 20 points (and a
