@@ -41,7 +41,9 @@ import sys
 import time
 from pathlib import Path
 
-import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
+
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
 
 REPO = Path(__file__).resolve().parents[1]
 FLAGS_DIR = REPO / "examples" / "ablations"

@@ -24,7 +24,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-import deepspeech2_cli  # noqa: E402,F401  (before TensorFlow: hides its start-up lines, as in ds2-*)
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
+
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
+
 import tensorflow as tf  # noqa: E402
 
 

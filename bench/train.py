@@ -51,7 +51,10 @@ def _device(argv: list[str]) -> str:
 if _device(sys.argv[1:]) == "cpu":
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
+
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
+
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 

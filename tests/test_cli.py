@@ -20,13 +20,16 @@ TF_NOISE = re.compile(r"[IWEF]0000 |absl::InitializeLog|oneDNN|cuda|cpu_feature_
 
 
 def _console_scripts() -> dict[str, str]:
-    """{"ds2-prepare": "deepspeech2_cli.ds2_prepare", ...} from setup.cfg's console_scripts."""
+    """{"ds2-prepare": "deepspeech2_cli.ds2_prepare", ...} from setup.cfg's console_scripts, each of which names
+    its launcher in deepspeech2_cli (`deepspeech2_cli:ds2_prepare`), a function named after the command's module."""
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
     scripts = {}
     for line in cfg["options.entry_points"]["console_scripts"].strip().splitlines():
         name, target = (s.strip() for s in line.split("="))
-        scripts[name] = target.split(":")[0]
+        package, launcher = target.split(":")
+        assert package == "deepspeech2_cli" and launcher == name.replace("-", "_"), line
+        scripts[name] = f"{package}.{launcher}"
     return scripts
 
 
@@ -193,7 +196,8 @@ def test_failed_tensorflow_import_is_still_shown(tmp_path):
     (tmp_path / "tensorflow").mkdir()
     (tmp_path / "tensorflow" / "__init__.py").write_text(
         "import os\nos.write(2, b'C++ noise\\n')\nraise ImportError('libtensorflow_framework.so.2: cannot open')\n")
-    code = "import deepspeech2_cli, sys\nprint('before', file=sys.stderr, flush=True)\nimport tensorflow\n"
+    code = ("import sys\nfrom deepspeech2_cli._quiet import quiet_tensorflow\nquiet_tensorflow()\n"
+            "print('before', file=sys.stderr, flush=True)\nimport tensorflow\n")
     out = _run([sys.executable, "-c", code], PYTHONPATH=str(tmp_path))
     assert out.returncode == 1
     assert out.stderr.startswith("before\n")
@@ -202,6 +206,19 @@ def test_failed_tensorflow_import_is_still_shown(tmp_path):
     # Asked for: nothing is hidden.
     loud = _run([sys.executable, "-c", code], PYTHONPATH=str(tmp_path), DS2_TF_LOGS="1")
     assert "C++ noise" in loud.stderr and "ImportError" in loud.stderr
+
+
+def test_importing_the_commands_package_changes_nothing():
+    # The quieting is a call (the launchers make it), not a side effect of importing deepspeech2_cli.
+    code = ("import os, sys\nimport deepspeech2_cli\nprint('tensorflow' in sys.modules, "
+            "os.environ.get('TF_CPP_MIN_LOG_LEVEL'), [type(f).__name__ for f in sys.meta_path if 'Quiet' in "
+            "type(f).__name__])\n")
+    out = _run([sys.executable, "-c", code])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "None", "[]"]
+    quieted = _run([sys.executable, "-c", code.replace("import deepspeech2_cli\n", "import deepspeech2_cli\n"
+                                                       "deepspeech2_cli.quiet_tensorflow()\n")])
+    assert quieted.stdout.split() == ["False", "3", "['_QuietTensorFlowFinder']"], quieted.stderr
 
 
 def test_progress_in_a_log_file_is_one_line_per_refresh(tmp_path):
