@@ -21,7 +21,7 @@ from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.features import FeatureConfig
 from deepspeech2.model import DS1, TINY
 from deepspeech2.train import ctc, precision
-from deepspeech2.train.config import TrainConfig
+from deepspeech2.train.config import BenchmarkConfig, CheckpointConfig, OptimizationConfig, TrainConfig
 from deepspeech2.train.schedule import learning_rate
 import deepspeech2.train.trainer as train_module
 from deepspeech2.train.trainer import Trainer, train
@@ -36,13 +36,17 @@ def data(tmp_path_factory):
     return make_training_data(tmp_path_factory.mktemp("train_data"))
 
 
+FAST = OptimizationConfig(warmup_steps=1, learning_rate=1e-3)  # the tiny model learns within two epochs
+
+
 def _config(data, workdir, **kw):
     kw.setdefault("pipeline", PipelineConfig(batch_size=4, num_buckets=0))
     kw.setdefault("model", TINY)
     kw.setdefault("dev_shards", (str(data / "shards"),))
+    kw.setdefault("optimization", FAST)
     return TrainConfig(workdir=str(workdir), train_shards=(str(data / "shards"),),
                        vocab_path=str(data / "vocab.txt"), normalizer_path=str(data / "mean_std.npz"),
-                       model_name="tiny", warmup_steps=1, learning_rate=1e-3, verbose=0, **kw)
+                       model_name="tiny", verbose=0, **kw)
 
 
 def _weights(model):
@@ -186,7 +190,8 @@ def test_ema_is_the_moving_average_of_each_steps_weights(data, tmp_path):
     # Every step checkpointed: the weights as trained at each step, and their average, checked against the
     # recurrence in numpy; the bundles hold the average, and training went on from the weights as trained.
     run, decay = tmp_path / "run", 0.5
-    result = train(_config(data, run, epochs=2, ema_decay=decay, checkpoint_every_steps=1, keep_checkpoints=100))
+    result = train(_config(data, run, epochs=2, ema_decay=decay,
+                           checkpoints=CheckpointConfig(every_steps=1, keep=100)))
     steps = {int(p.name.split("-")[1].split(".")[0]) for p in (run / "checkpoints").glob("ckpt-*.index")}
     assert steps == set(range(1, 9))
     path = lambda t: str(run / "checkpoints" / f"ckpt-{t}")  # noqa: E731
@@ -259,8 +264,8 @@ def test_time_budget_is_checked():
 
 
 def test_learning_rate_warmup_and_per_epoch_anneal():
-    config = TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", learning_rate=1e-3,
-                         warmup_steps=4, lr_decay=0.5)
+    config = TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n",
+                         optimization=OptimizationConfig(learning_rate=1e-3, warmup_steps=4, lr_decay=0.5))
     assert learning_rate(config, 0, 0) == pytest.approx(2.5e-4)
     assert learning_rate(config, 3, 0) == pytest.approx(1e-3)
     assert learning_rate(config, 100, 2) == pytest.approx(2.5e-4)
@@ -269,8 +274,9 @@ def test_learning_rate_warmup_and_per_epoch_anneal():
 
 def test_learning_rate_cosine_anneal():
     # 5 epochs: factors 1, (1 + cos(pi/4))/2, 1/2, (1 - cos(pi/4))/2, 0, mapped onto [lr_final, 1].
-    config = TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", learning_rate=1e-3,
-                         warmup_steps=4, epochs=5, lr_schedule="cosine", lr_final=0.1)
+    config = TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", epochs=5,
+                         optimization=OptimizationConfig(learning_rate=1e-3, warmup_steps=4, lr_schedule="cosine",
+                                                         lr_final=0.1))
     expected = [1.0, 0.1 + 0.9 * (1 + 2**-0.5) / 2, 0.55, 0.1 + 0.9 * (1 - 2**-0.5) / 2, 0.1, 0.1]
     for epoch, factor in enumerate(expected):  # epoch 5: a run extended on resume stays at the floor
         assert learning_rate(config, 100, epoch) == pytest.approx(1e-3 * factor)
@@ -278,9 +284,9 @@ def test_learning_rate_cosine_anneal():
         assert float(tensor) == pytest.approx(1e-3 * factor, rel=1e-5)
     assert learning_rate(config, 0, 0) == pytest.approx(2.5e-4)  # the warm-up still applies
     with pytest.raises(ValueError, match="lr_schedule"):
-        TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", lr_schedule="step")
+        OptimizationConfig(lr_schedule="step")
     with pytest.raises(ValueError, match="lr_final"):
-        TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", lr_final=1.5)
+        OptimizationConfig(lr_final=1.5)
 
 
 def test_sparse_ctc_matches_tf_and_keras_reference():
@@ -346,9 +352,9 @@ def test_labels_longer_than_cudnn_allows_fall_back_to_tf_kernel(monkeypatch, lab
 
 
 def test_bf16_mixed_precision(data, tmp_path):
-    fp32 = train(_config(data, tmp_path / "fp32", epochs=1, benchmark_max_step=2, dev_shards=()))
+    fp32 = train(_config(data, tmp_path / "fp32", epochs=1, benchmark=BenchmarkConfig(max_step=2), dev_shards=()))
     result = train(_config(data, tmp_path / "bf16", epochs=1, mixed_precision="mixed_bfloat16",
-                           benchmark_max_step=2, dev_shards=()))
+                           benchmark=BenchmarkConfig(max_step=2), dev_shards=()))
     model = result["model"]
     assert result["benchmark"]["fp_item"] == "bf16"
     assert model.get_layer("rnn0").input_projection.compute_dtype == "bfloat16"  # matmuls in bf16
@@ -406,7 +412,8 @@ def test_non_finite_batches_are_skipped_then_stop_the_job(data, tmp_path, monkey
 
 
 def test_jit_compile_step_matches_eager_step(data, tmp_path):
-    kw = dict(epochs=1, benchmark_max_step=1, dev_shards=(), optimizer="sgd")  # SGD: see the mirrored test
+    kw = dict(epochs=1, benchmark=BenchmarkConfig(max_step=1), dev_shards=(),
+              optimization=dataclasses.replace(FAST, optimizer="sgd"))  # SGD: see the mirrored test
     plain = train(_config(data, tmp_path / "plain", **kw))
     jit = train(_config(data, tmp_path / "jit", jit_compile=True, **kw))
     np.testing.assert_allclose(jit["loss"], plain["loss"], rtol=1e-4)
@@ -552,7 +559,8 @@ def test_cli_errors_are_one_line(data, tmp_path):
 
 def _stop_mid_epoch(data, run, **kw):
     """Train 2 of the epoch's 4 batches with a checkpoint after each: the workdir a run killed there leaves."""
-    return train(_config(data, run, epochs=1, benchmark_max_step=2, checkpoint_every_steps=1, dev_shards=(), **kw))
+    return train(_config(data, run, epochs=1, benchmark=BenchmarkConfig(max_step=2),
+                         checkpoints=CheckpointConfig(every_steps=1), dev_shards=(), **kw))
 
 
 def test_resume_mid_epoch_equals_an_uninterrupted_run(data, tmp_path):
