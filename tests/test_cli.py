@@ -81,7 +81,25 @@ def test_console_scripts_are_listed():
     assert set(SCRIPTS) >= {"ds2-prepare", "ds2-build-vocab", "ds2-make-shards", "ds2-compute-stats", "ds2-train"}
 
 
-@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def _prepare_commands() -> list[tuple[str, str, str]]:
+    """ds2-prepare's COMMANDS, read from its source: (name, the function defining its flags, the function)."""
+    tree = _source(SCRIPTS["ds2-prepare"])
+    node = next(n for n in tree.body if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in n.targets))
+    return [(e.elts[0].value, e.elts[1].id, e.elts[2].id) for e in node.value.elts]
+
+
+def _prepare_flags(define: str) -> set[str]:
+    """The flags ds2-prepare's function `define` defines, itself or through the helpers it calls."""
+    functions = {n.name: n for n in _source(SCRIPTS["ds2-prepare"]).body if isinstance(n, ast.FunctionDef)}
+    found = set(_own_flags(functions[define]))
+    for node in ast.walk(functions[define]):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
+            found |= _prepare_flags(node.func.id)
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(set(SCRIPTS) - {"ds2-prepare"}))  # its commands: the tests below
 def test_help_shows_docstring_and_own_flags(name):
     tree = _source(SCRIPTS[name])
     first_line = ast.get_docstring(tree).splitlines()[0]
@@ -108,13 +126,31 @@ def test_cli_doc_has_a_section_per_command_in_order():
 
 
 def test_prepare_help_lists_every_command():
-    tree = _source(SCRIPTS["ds2-prepare"])
-    commands = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-                    and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in node.targets))
     out = _run([_script("ds2-prepare"), "--help"])
     assert out.returncode == 0, out.stderr
-    for command in commands:  # a line each: the command name, then what it does
+    for command, _, _ in _prepare_commands():  # a line each: the command name, then what it does
         assert re.search(rf"^  {command}\s+\w", out.stdout, re.MULTILINE), f"{command} not listed:\n{out.stdout}"
+    assert "(default: " not in out.stdout  # no command's flags: each command shows its own
+    assert f"\n## ds2-prepare\n\n```text\n{out.stdout.rstrip()}\n```\n" in CLI_DOC.read_text(encoding="utf-8")
+    for argv, got in ((["tinny", "--out", "x"], "['tinny']"), ([], "[]")):  # a misspelt command; none
+        wrong = _run([_script("ds2-prepare"), *argv])
+        lines = wrong.stderr.strip().splitlines()
+        assert wrong.returncode == 1 and len(lines) == 1, wrong.stderr
+        assert lines[0].startswith("ds2-prepare: error: expected a command, one of tiny, heldout, "), lines[0]
+        assert lines[0].endswith(f"; got {got} (see ds2-prepare --help)"), lines[0]
+
+
+@pytest.mark.parametrize("command, define, function", _prepare_commands())
+def test_prepare_command_help_shows_its_own_flags_only(command, define, function):
+    functions = {n.name: n for n in _source(SCRIPTS["ds2-prepare"]).body if isinstance(n, ast.FunctionDef)}
+    out = _run([_script("ds2-prepare"), command, "--help"])
+    assert out.returncode == 0, out.stderr
+    assert ast.get_docstring(functions[function]).splitlines()[0] in out.stdout
+    shown = set(re.findall(r"^\s+--(?:\[no\])?(\w+): ", out.stdout, re.MULTILINE)) - {"flagfile", "helpfull"}
+    assert shown == _prepare_flags(define), out.stdout
+    assert not _noise(out.stderr), out.stderr
+    assert f"\n### ds2-prepare {command}\n\n```text\n{out.stdout.rstrip()}\n```\n" in CLI_DOC.read_text(
+        encoding="utf-8"), "docs/cli.md is stale: run .venv/bin/python tools/cli_doc.py"
 
 
 def test_helpfull_and_script_mode():
