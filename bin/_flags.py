@@ -15,12 +15,22 @@ value given for a field the config doesn't have, and on a flag whose name is a f
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 from absl import flags
 
 
 def _fields(config) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(config)}
+
+
+def _holds_config(config, name: str) -> bool:
+    """Whether `config`'s field `name` holds a config of its own (a dataclass, or None or one)."""
+    try:
+        hint = typing.get_type_hints(config)[name]
+    except Exception:  # an annotation this module can't evaluate: judge by the default
+        return dataclasses.is_dataclass(default(config, name))
+    return any(dataclasses.is_dataclass(t) for t in (hint, *typing.get_args(hint)))
 
 
 def default(config, field: str):
@@ -62,7 +72,7 @@ def from_flags(config, prefix: str = "", values: flags.FlagValues = flags.FLAGS,
         flag = prefix + name
         if name in given or flag not in values:
             continue
-        if dataclasses.is_dataclass(default(config, name)):
+        if _holds_config(config, name):
             raise TypeError(f"{config.__name__}.{name} is a config of its own: build it and give it "
                             f"(`{name}=...`); the flag --{flag} is not it")
         value = values[flag].value

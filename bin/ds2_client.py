@@ -19,8 +19,10 @@ from absl import flags
 
 try:
     from . import _inputs
+    from ._flags import from_flags
 except ImportError:  # python bin/ds2_client.py
     import _inputs
+    from _flags import from_flags
 
 flags.DEFINE_string("server", "localhost:8500", "host:port of the gRPC server.")
 flags.DEFINE_string("model_name", "ds2", "The model to ask for.")
@@ -38,9 +40,8 @@ def main(argv):
         from deepspeech2.fileio import write_json
         from deepspeech2_serving.client import ClientConfig, format_results, results_json, transcribe
 
-        config = ClientConfig(server=FLAGS.server, model_name=FLAGS.model_name, files=files,
-                              manifest=FLAGS.manifest or "", num_samples=FLAGS.num_samples, seed=FLAGS.seed,
-                              nbest=FLAGS.nbest, timeout_seconds=FLAGS.timeout)
+        # --server, --model_name, --num_samples, --seed and --nbest by field name.
+        config = from_flags(ClientConfig, files=files, manifest=FLAGS.manifest or "", timeout_seconds=FLAGS.timeout)
         results = []
         for result in transcribe(config):  # printed as they come
             results.append(result)

@@ -324,3 +324,40 @@ def test_log_lines_turns_refreshes_into_lines():
     work, gone = names.count("work"), names.count("gone")
     assert names == ["work"] * work + ["gone"] * gone and work >= 3 and gone >= 2, rows
     assert "3/3" in rows[work] and all(r.strip() for r in rows)
+
+
+def test_configs_are_built_from_flags_by_field_name():
+    import dataclasses
+
+    from absl import flags
+
+    from deepspeech2_cli._flags import default, from_flags
+
+    @dataclasses.dataclass(frozen=True)
+    class Inner:
+        size: int = 3
+
+    @dataclasses.dataclass(frozen=True)
+    class Outer:
+        out: str
+        paths: tuple[str, ...] = ()
+        rate: float = 0.5
+        inner: Inner = dataclasses.field(default_factory=Inner)
+
+    assert (default(Outer, "out"), default(Outer, "paths"), default(Outer, "rate")) == (None, [], 0.5)
+    with pytest.raises(AttributeError, match=r"Outer has no field `ratio` to define a flag for; its fields: out, "):
+        default(Outer, "ratio")  # a flag meant for a field that isn't there, or left behind by a rename
+    values = flags.FlagValues()
+    flags.DEFINE_string("out", default(Outer, "out"), "", flag_values=values)
+    flags.DEFINE_list("paths", default(Outer, "paths"), "", flag_values=values)
+    flags.DEFINE_float("rate", default(Outer, "rate"), "", flag_values=values)
+    flags.DEFINE_integer("inner_size", default(Inner, "size"), "", flag_values=values)
+    flags.DEFINE_string("inner", "", "", flag_values=values)  # a flag named after the nested config's field
+    values(["x", "--out=o", "--paths=a,b", "--inner_size=7"])
+    built = from_flags(Outer, values=values, inner=from_flags(Inner, "inner_", values=values))
+    assert built == Outer(out="o", paths=("a", "b"), rate=0.5, inner=Inner(7))
+    with pytest.raises(TypeError, match=r"Outer has no field `speed`"):
+        from_flags(Outer, values=values, inner=Inner(), speed=2)
+    with pytest.raises(TypeError, match=r"Outer.inner is a config of its own: build it and give it"):
+        from_flags(Outer, values=values)
+
