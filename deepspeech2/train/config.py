@@ -56,9 +56,10 @@ class CheckpointConfig:
     keep: int = 3  # the newest this many; a damaged newest one is skipped for the next (`Trainer._resume`)
 
     def __post_init__(self):
-        for name in ("every_steps", "keep"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"`{name}` must be >= 1, got {getattr(self, name)!r}")
+        if self.every_steps < 1:
+            raise ValueError(f"`every_steps` (--checkpoint_every_steps) must be >= 1, got {self.every_steps!r}")
+        if self.keep < 1:
+            raise ValueError(f"`keep` must be >= 1, got {self.keep!r}")
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ class BenchmarkConfig:
 
     def __post_init__(self):
         if self.batch_size < 0 or self.max_step < 0:
-            raise ValueError(f"`batch_size` and `max_step` must be >= 0 (0 = off), got {self.batch_size!r}, "
-                             f"{self.max_step!r}")
+            raise ValueError(f"`batch_size` and `max_step` (--benchmark_batch_size, --benchmark_max_step) must be >= 0 "
+                             f"(0 = off), got {self.batch_size!r}, {self.max_step!r}")
 
     @property
     def enabled(self) -> bool:
