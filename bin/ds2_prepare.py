@@ -48,6 +48,7 @@ and why).
 
 
 import functools
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -515,7 +516,7 @@ def run():
         except (ValueError, FileNotFoundError, RuntimeError) as e:
             sys.exit(f"ds2-prepare {name}: error: {e}")
 
-    run_app(main, doc=command.__doc__, command=f"ds2-prepare {name}")
+    run_app(main, doc=inspect.cleandoc(command.__doc__), command=f"ds2-prepare {name}")
 
 
 if __name__ == "__main__":
