@@ -488,7 +488,7 @@ def _no_command(argv):
 
 
 def run():
-    """Console-script entry point: `ds2-prepare COMMAND ...` defines COMMAND's flags (and no other command's),
+    """`ds2-prepare COMMAND ...` (from its launcher in deepspeech2_cli) defines COMMAND's flags (and no other command's),
     then runs it under absl's app.run, whose --help shows COMMAND's docstring and flags; without a command,
     --help lists the commands."""
     if __package__:
