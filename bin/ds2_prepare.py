@@ -488,9 +488,9 @@ def _no_command(argv):
 
 
 def run():
-    """`ds2-prepare COMMAND ...` (from its launcher in deepspeech2_cli) defines COMMAND's flags (and no other command's),
-    then runs it under absl's app.run, whose --help shows COMMAND's docstring and flags; without a command,
-    --help lists the commands."""
+    """`ds2-prepare COMMAND ...` (from its launcher in deepspeech2_cli) defines COMMAND's flags, and no other
+    command's, then runs it under absl's app.run, whose --help shows COMMAND's docstring and flags; without a
+    command, --help lists the commands."""
     if __package__:
         from ._app import run as run_app
     else:  # python bin/ds2_prepare.py
