@@ -227,12 +227,15 @@ def _english(args: list[str]) -> int:
 
 
 def _validate_flags() -> None:
+    from deepspeech2.prepare.validate import ValidationConfig as C
+
     flags.DEFINE_string("vocab", None, "Text must be within this vocabulary.")
     flags.DEFINE_string("model", "ds2-small", "The model CTC feasibility is judged for (its exact output steps): a "
                         "preset (tiny, ds2-small, ds2-paper-en, ds2-streaming, ds1) or a model_config.json.")
-    flags.DEFINE_bool("decode", True, "Decode every file fully, not just its header.")
+    flags.DEFINE_bool("decode", default(C, "decode"), "Decode every file fully, not just its header.")
     flags.DEFINE_string("write_clean", None, "Write the good lines here (an error if there are none).")
-    flags.DEFINE_bool("strict", False, "A file make-shards would resample or downmix is a problem, not a warning.")
+    flags.DEFINE_bool("strict", default(C, "strict"), "A file make-shards would resample or downmix is a problem, not "
+                      "a warning.")
 
 
 def _validate(args: list[str]) -> int:
@@ -249,8 +252,8 @@ def _validate(args: list[str]) -> int:
     from deepspeech2.vocab import Vocabulary
 
     (manifest,) = _arguments("validate", args, "MANIFEST [--vocab V] [--write_clean OUT]")
-    config = ValidationConfig(vocab=Vocabulary.load(FLAGS.vocab) if FLAGS.vocab else None,
-                              model=load_model_config(FLAGS.model), decode=FLAGS.decode, strict=FLAGS.strict)
+    config = from_flags(ValidationConfig, vocab=Vocabulary.load(FLAGS.vocab) if FLAGS.vocab else None,
+                        model=load_model_config(FLAGS.model))  # --decode and --strict by field name
     report = validate_manifest(manifest, config)
     lines = [(p.line, f"{manifest}:{p}") for p in report.problems]
     lines += [(p.line, f"{manifest}:line {p.line}: warning: {p.field}: {p.message} -> {p.fix}")
@@ -395,16 +398,19 @@ def _folder(args: list[str]) -> int:
 
 
 def _download_flags() -> None:
+    from deepspeech2.prepare.librispeech import LibriSpeechDownloadConfig as C
+
     _out_flag("Where the corpus goes (its tarballs unpacked).")
     flags.DEFINE_list("splits", None, "The splits to fetch (default: all seven).")
-    flags.DEFINE_list("lm_files", [], "Files of openslr resource 11 to fetch too, e.g. "
+    flags.DEFINE_list("lm_files", default(C, "lm_files"), "Files of openslr resource 11 to fetch too, e.g. "
                       "4-gram.arpa.gz,librispeech-lm-norm.txt.gz.")
-    flags.DEFINE_string("mirror", "https://www.openslr.org", "Where resources/12/ and resources/11/ are (an openslr "
+    flags.DEFINE_string("mirror", default(C, "mirror"), "Where resources/12/ and resources/11/ are (an openslr "
                         "mirror, e.g. https://openslr.elda.org, or a file:// folder).")
     flags.DEFINE_string("checksums", None, "A JSON table {file: {md5, sha256}} whose entries replace the published "
                         "checksums of those files.")
-    flags.DEFINE_bool("allow_unverified", False, "Fetch files no checksum is known for, unchecked.")
-    flags.DEFINE_bool("keep_archives", False, "Keep the tarballs after unpacking them.")
+    flags.DEFINE_bool("allow_unverified", default(C, "allow_unverified"), "Fetch files no checksum is known for, "
+                      "unchecked.")
+    flags.DEFINE_bool("keep_archives", default(C, "keep_archives"), "Keep the tarballs after unpacking them.")
 
 
 def _download(args: list[str]) -> int:
@@ -417,10 +423,9 @@ def _download(args: list[str]) -> int:
 
     if args != ["librispeech"]:
         raise ValueError("usage: ds2-prepare download librispeech --out DIR [--splits S,...] [--lm_files F,...]")
-    config = LibriSpeechDownloadConfig(out_dir=FLAGS.out, splits=tuple(FLAGS.splits or SPLITS),
-                                       lm_files=tuple(FLAGS.lm_files), mirror=FLAGS.mirror,
-                                       checksums=read_checksums(FLAGS.checksums) if FLAGS.checksums else {},
-                                       allow_unverified=FLAGS.allow_unverified, keep_archives=FLAGS.keep_archives)
+    # --lm_files, --mirror, --allow_unverified and --keep_archives by field name.
+    config = from_flags(LibriSpeechDownloadConfig, out_dir=FLAGS.out, splits=tuple(FLAGS.splits or SPLITS),
+                        checksums=read_checksums(FLAGS.checksums) if FLAGS.checksums else {})
     for f in download_librispeech(config):
         print(f"{f.path}: {f.action}" + ("" if config.checksum(f.name) else " (no checksum known: unverified)"))
     return 0
