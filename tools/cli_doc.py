@@ -23,10 +23,10 @@ OUT = REPO / "docs" / "cli.md"
 HEADER = """# Command reference
 
 Every `ds2-*` command's `--help`, and every `ds2-prepare COMMAND --help` (each of its commands takes its own
-flags), as `tools/cli_doc.py` writes it (`tests/test_cli.py` fails when this page is stale). The task pages show the commands at work: [data.md](data.md), [training.md](training.md),
-[decoding.md](decoding.md), [serving.md](serving.md), [streaming.md](streaming.md). Flags can also come from a
-flagfile (`--flagfile=FILE`, one flag a line; a later flag overrides an earlier one), and `--helpfull` adds
-absl's own flags.
+flags), as `tools/cli_doc.py` writes it (`tests/test_cli.py` fails when this page is stale). The task pages show
+the commands at work: [data.md](data.md), [training.md](training.md), [decoding.md](decoding.md),
+[serving.md](serving.md), [streaming.md](streaming.md). Flags can also come from a flagfile (`--flagfile=FILE`, one
+flag a line; a later flag overrides an earlier one), and `--helpfull` adds absl's own flags.
 """
 
 
