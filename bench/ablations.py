@@ -41,7 +41,9 @@ import sys
 import time
 from pathlib import Path
 
-import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
+
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
 
 REPO = Path(__file__).resolve().parents[1]
 FLAGS_DIR = REPO / "examples" / "ablations"
@@ -372,7 +374,7 @@ def _from_repo(path: str) -> str:
 
 # -- main -------------------------------------------------------------------------------------------------
 
-def main():
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="data/tiny", help="a folder in `make demo-data`'s layout")
     ap.add_argument("--out", default="runs/ablations", help="run folders, the PNG, the JSON")
@@ -390,7 +392,11 @@ def main():
     ap.add_argument("--train_flags", nargs="*", default=[], help="more ds2-train flags for every run, e.g. "
                     "verbose=2 (without the leading --; they join the settings a finished run is checked against)")
     ap.add_argument("--list", action="store_true", help="print each variant's parent and changed flag, and exit")
-    args = ap.parse_args()
+    return ap
+
+
+def main():
+    args = _parser().parse_args()
     for name in ("data", "out", "flags_dir", "lm", "tune_json"):
         if getattr(args, name):
             setattr(args, name, _from_repo(getattr(args, name)))

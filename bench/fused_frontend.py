@@ -23,7 +23,10 @@ import time
 
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines)
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
+
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
+
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402

@@ -24,7 +24,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-import deepspeech2_cli  # noqa: E402,F401  (before TensorFlow: hides its start-up lines, as in ds2-*)
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
+
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
+
 import tensorflow as tf  # noqa: E402
 
 
@@ -74,7 +77,7 @@ def train_steps() -> dict:
     from deepspeech2.features import FeatureConfig
     from deepspeech2.model import TINY
     from deepspeech2.prepare.stats import compute_mean_std
-    from deepspeech2.train.config import TrainConfig
+    from deepspeech2.train.config import OptimizationConfig, TrainConfig
     from deepspeech2.train.trainer import train
     from deepspeech2.vocab import Vocabulary
 
@@ -85,8 +88,9 @@ def train_steps() -> dict:
         compute_mean_std([manifest], FeatureConfig()).save(f"{d}/mean_std.npz")
         result = train(TrainConfig(workdir=f"{d}/run", train_shards=(f"{d}/shards",), vocab_path=f"{d}/vocab.txt",
                                    normalizer_path=f"{d}/mean_std.npz", model=TINY, model_name="tiny",
-                                   pipeline=PipelineConfig(batch_size=6, num_buckets=2), epochs=2, warmup_steps=1,
-                                   mixed_precision="auto", verbose=1))
+                                   pipeline=PipelineConfig(batch_size=6, num_buckets=2), epochs=2,
+                                   optimization=OptimizationConfig(warmup_steps=1), mixed_precision="auto",
+                                   verbose=1))
     return {"steps": result["step"], "losses_finite": bool(np.isfinite(result["loss"]).all()),
             "replicas": len(tf.config.list_logical_devices("GPU"))}
 

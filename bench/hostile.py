@@ -32,12 +32,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import deepspeech2_cli  # noqa: F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
-import grpc
-import numpy as np
-import tensorflow as tf
-from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
-from tensorflow_serving.apis import get_model_status_pb2, model_service_pb2_grpc, prediction_service_pb2_grpc
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
+
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
+
+import grpc  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2  # noqa: E402
+from tensorflow_serving.apis import (get_model_status_pb2, model_service_pb2_grpc,  # noqa: E402
+                                    prediction_service_pb2_grpc)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/serve.py: the server subprocess, the bundle
 from serve import Server, untrained_bundle  # noqa: E402

@@ -16,15 +16,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
-import tensorflow as tf
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
 
-from deepspeech2.data.augment.config import parse_augmentation
-from deepspeech2.data.pipeline import PipelineConfig, make_dataset, padding_efficiency
-from deepspeech2.data.shards import ShardConfig, load_index, make_shards
-from deepspeech2.features import FeatureConfig
-from deepspeech2.prepare.noise import prepare_noise
-from deepspeech2.vocab import Vocabulary
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
+
+import tensorflow as tf  # noqa: E402
+
+from deepspeech2.data.augment.config import parse_augmentation  # noqa: E402
+from deepspeech2.data.pipeline import PipelineConfig, make_dataset, padding_efficiency  # noqa: E402
+from deepspeech2.data.shards import ShardConfig, load_index, make_shards  # noqa: E402
+from deepspeech2.features import FeatureConfig  # noqa: E402
+from deepspeech2.prepare.noise import prepare_noise  # noqa: E402
+from deepspeech2.vocab import Vocabulary  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # factories: the tests' generated clips
 from factories import make_manifest  # noqa: E402

@@ -34,13 +34,16 @@ import tempfile
 import time
 from pathlib import Path
 
-import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
-import tensorflow as tf
-from tensorflow_serving.apis import prediction_service_pb2_grpc
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
 
-from deepspeech2_serving.client import channel, wav_request
-from deepspeech2_serving.loadtest import LoadTestConfig, format_report, load_test, synthetic_utterances
-from deepspeech2_serving.server import latest_version
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
+
+import tensorflow as tf  # noqa: E402
+from tensorflow_serving.apis import prediction_service_pb2_grpc  # noqa: E402
+
+from deepspeech2_serving.client import channel, wav_request  # noqa: E402
+from deepspeech2_serving.loadtest import LoadTestConfig, format_report, load_test, synthetic_utterances  # noqa: E402
+from deepspeech2_serving.server import latest_version  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 

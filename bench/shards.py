@@ -14,10 +14,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
-from deepspeech2.data.manifest import read_manifest
-from deepspeech2.data.shards import ShardConfig, make_shards
-from deepspeech2.vocab import Vocabulary
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
+
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
+
+from deepspeech2.data.manifest import read_manifest  # noqa: E402
+from deepspeech2.data.shards import ShardConfig, make_shards  # noqa: E402
+from deepspeech2.vocab import Vocabulary  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # factories: the tests' generated clips
 from factories import make_manifest  # noqa: E402

@@ -51,7 +51,10 @@ def _device(argv: list[str]) -> str:
 if _device(sys.argv[1:]) == "cpu":
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
-import deepspeech2_cli  # noqa: E402,F401  (first, before TensorFlow: hides its start-up lines, as in ds2-*)
+from deepspeech2_cli._quiet import quiet_tensorflow  # noqa: E402
+
+quiet_tensorflow()  # before TensorFlow loads: hides its start-up lines, as in ds2-*
+
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -241,6 +244,11 @@ def _breakdown(model, apply_gradients, loss_fn, args, jit: bool) -> dict:
     parts["output dense"] = lambda: grads_of(head, hidden[-1])
     parts["CTC loss"] = lambda: ctc_part(logits)
     parts["Adam update"] = optimizer_part
+    return _time_parts(parts, jit)
+
+
+def _time_parts(parts: dict, jit: bool) -> dict:
+    """Median ms of five runs of each part, compiled (by XLA when `jit`) and run once before."""
     timings = {}
     for name, fn in parts.items():
         compiled = tf.function(fn, jit_compile=jit)
@@ -327,8 +335,7 @@ def step_floor_ms(breakdown: dict) -> float | None:
     return sum(rest) + rnn_layers * sum(chains) + sum(measured)
 
 
-def main():
-    global BATCH
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant (after warm-up)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps after the compiling one")
@@ -344,7 +351,12 @@ def main():
     parser.add_argument("--model", default="ds2-small", help="the preset to time (ds2-small, ds2-paper-en, ...)")
     parser.add_argument("--batch", type=int, default=BATCH, help="utterances of 5 s a step")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one variant, JSON out
-    args = parser.parse_args()
+    return parser
+
+
+def main():
+    global BATCH
+    args = _parser().parse_args()
     BATCH = args.batch
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     sys.path.insert(0, root)

@@ -5,6 +5,8 @@ an installed console script both are the generated wrapper in .venv/bin, so --he
 nor one of our flags, and it exited 1. Here --help (also -? and --helpshort) prints the docstring of the
 module that defines `main`, that module's flags with their help text and defaults, and exits 0, whether the
 command runs as `ds2-x` or as `python bin/ds2_x.py`; --helpfull does the same with every flag of every module.
+The console scripts reach `run` through their launcher in deepspeech2_cli (bin/__init__.py), which has quieted
+TensorFlow's start-up first (`_quiet.quiet_tensorflow`).
 A flag that doesn't parse gives `ds2-x: error: ...` and exit status 1, and so does an OSError the command
 doesn't handle itself (a full disk, a missing permission, a file where a folder should be): one line naming the
 path, `ds2-x: error: cannot write PATH: No space left on device`, instead of a traceback.
@@ -47,13 +49,13 @@ def _flags_key(module_name: str) -> str:
     return sys.argv[0] if module_name == "__main__" else module_name
 
 
-def help_text(module, full: bool = False) -> str:
-    """The docstring of `module`, then its flags (help text, default, type), then the common flags.
+def help_text(module, full: bool = False, doc: str | None = None) -> str:
+    """The docstring of `module` (or `doc`), then its flags (help text, default, type), then the common flags.
 
     With `full`, every flag of every module, grouped by module (absl's --helpfull list).
     """
     name = module.__name__
-    doc = textwrap.dedent(module.__doc__ or f"{command_name(name)} [flags]\n").strip("\n")
+    doc = textwrap.dedent(doc or module.__doc__ or f"{command_name(name)} [flags]\n").strip("\n")
     if full:
         every = FLAGS.get_help().strip("\n")
         return f"{doc}\n\nflags:\n{every}\n\n{ENVIRONMENT_HELP}"
@@ -67,9 +69,9 @@ def help_text(module, full: bool = False) -> str:
     return text + "\n" + ENVIRONMENT_HELP
 
 
-def _print_help_and_exit(module, full: bool) -> None:
+def _print_help_and_exit(module, full: bool, doc: str | None) -> None:
     try:
-        sys.stdout.write(help_text(module, full))
+        sys.stdout.write(help_text(module, full, doc))
         sys.stdout.flush()
     except BrokenPipeError:  # `ds2-x --help | head`
         sys.stdout = None  # nothing more to flush at exit
@@ -79,34 +81,34 @@ def _print_help_and_exit(module, full: bool) -> None:
 class _HelpFlag(app.HelpFlag):
     """--help / -? : prints help_text(module) to stdout and exits 0."""
 
-    def __init__(self, module, name="help", short_name="?"):
+    def __init__(self, module, doc, name="help", short_name="?"):
         self.NAME, self.SHORT_NAME = name, short_name
         super().__init__()
-        self._module = module
+        self._module, self._doc = module, doc
 
     def parse(self, arg):
         if self._parse(arg):
-            _print_help_and_exit(self._module, full=False)
+            _print_help_and_exit(self._module, False, self._doc)
 
 
 class _HelpfullFlag(app.HelpfullFlag):
     """--helpfull: the docstring and every flag of every module; exits 0."""
 
-    def __init__(self, module):
+    def __init__(self, module, doc):
         super().__init__()
-        self._module = module
+        self._module, self._doc = module, doc
 
     def parse(self, arg):
         if self._parse(arg):
-            _print_help_and_exit(self._module, full=True)
+            _print_help_and_exit(self._module, True, self._doc)
 
 
-def _install_help(module) -> None:
+def _install_help(module, doc: str | None) -> None:
     app.define_help_flags()  # absl's help flags (idempotent); ours replace --help, -?, --helpshort, --helpfull.
     for name in ("help", "?", "helpshort", "helpfull"):
         if name in FLAGS:
             delattr(FLAGS, name)
-    for flag in (_HelpFlag(module), _HelpFlag(module, "helpshort", None), _HelpfullFlag(module)):
+    for flag in (_HelpFlag(module, doc), _HelpFlag(module, doc, "helpshort", None), _HelpfullFlag(module, doc)):
         flags.DEFINE_flag(flag, module_name="absl.app")
 
 
@@ -181,14 +183,16 @@ def _progress_for_logs() -> None:
     sys.stderr = LogLines(sys.stderr)
 
 
-def run(main) -> None:
+def run(main, doc: str | None = None, command: str | None = None) -> None:
     """app.run(main) with the --help above. `main` is the command's main(argv), defined in its module.
 
-    Library log lines below WARNING stay hidden (absl would print every INFO line); --verbosity 0 shows them.
+    `doc` replaces the module's docstring in --help, and `command` its name in error lines (a subcommand's:
+    `ds2-prepare tiny`). Library log lines below WARNING stay hidden (absl would print every INFO line);
+    --verbosity 0 shows them.
     """
     module = sys.modules[main.__module__]
-    _install_help(module)
-    command = command_name(module.__name__)
+    _install_help(module, doc)
+    command = command or command_name(module.__name__)
 
     def quiet_main(argv):
         if not FLAGS["verbosity"].present:

@@ -5,6 +5,11 @@ from absl import flags
 
 from deepspeech2.decode import DecoderConfig
 
+try:
+    from ._flags import default, from_flags
+except ImportError:  # python bin/ds2_x.py
+    from _flags import default, from_flags
+
 D = DecoderConfig
 # The flags that replace an export's recorded decoder; --decode_workers isn't one: a server decodes in the
 # request's thread.
@@ -19,35 +24,33 @@ def define_flags(kind: str | None) -> None:
                           "with the KenLM model given by --lm).")
     flags.DEFINE_string("lm", None, "KenLM model (.arpa or binary; a binary needs its .unigrams.txt beside it).")
     flags.DEFINE_string("unigrams", None, "The LM's word list, if not <lm stem>.unigrams.txt.")
-    flags.DEFINE_integer("beam_size", D.beam_size, "Beam size.")
+    flags.DEFINE_integer("beam_size", default(D, "beam_size"), "Beam size.")
     if kind is not None:
-        flags.DEFINE_float("alpha", D.alpha, "LM weight (tune it with ds2-tune).")
-        flags.DEFINE_float("beta", D.beta, "Word insertion bonus (tune it with ds2-tune).")
-    flags.DEFINE_float("cutoff_prob", D.cutoff_prob, "DS2 pruning: cumulative probability per frame (1: off).")
-    flags.DEFINE_integer("cutoff_top_n", D.cutoff_top_n, "DS2 pruning: at most this many tokens per frame.")
-    flags.DEFINE_float("token_min_logp", D.token_min_logp, "Skip tokens below this log-probability.")
-    flags.DEFINE_float("beam_prune_logp", D.beam_prune_logp, "Drop beams this far below the best one.")
+        flags.DEFINE_float("alpha", default(D, "alpha"), "LM weight (tune it with ds2-tune).")
+        flags.DEFINE_float("beta", default(D, "beta"), "Word insertion bonus (tune it with ds2-tune).")
+    flags.DEFINE_float("cutoff_prob", default(D, "cutoff_prob"), "DS2 pruning: cumulative probability per frame "
+                       "(1: off).")
+    flags.DEFINE_integer("cutoff_top_n", default(D, "cutoff_top_n"), "DS2 pruning: at most this many tokens per "
+                         "frame.")
+    flags.DEFINE_float("token_min_logp", default(D, "token_min_logp"), "Skip tokens below this log-probability.")
+    flags.DEFINE_float("beam_prune_logp", default(D, "beam_prune_logp"), "Drop beams this far below the best one.")
     if kind is not None:  # ds2-tune parallelizes over grid points instead (its --num_workers), and tunes no hotwords
-        flags.DEFINE_integer("decode_workers", D.num_workers, "Decoding processes; 0: one per CPU core.")
+        flags.DEFINE_integer("decode_workers", default(D, "num_workers"), "Decoding processes; 0: one per CPU core.")
         flags.DEFINE_list("hotwords", [], "Words or phrases the beam search favours, comma-separated (\"zyxel,new "
                           "york\"); a phrase's words count one by one. Words the LM lacks work too (README: Hotwords).")
-        flags.DEFINE_float("hotword_weight", D.hotword_weight, "Nats a hypothesis gains per hotword it holds.")
+        flags.DEFINE_float("hotword_weight", default(D, "hotword_weight"), "Nats a hypothesis gains per hotword it "
+                           "holds.")
 
 
 def config(values: flags.FlagValues) -> DecoderConfig:
-    """The DecoderConfig of the parsed flags (ValueError on bad combinations)."""
+    """The DecoderConfig of the parsed flags, each field from the flag of its name (ValueError on bad
+    combinations); --decoder, --lm, --unigrams and --decode_workers set `kind`, `lm_path`, `unigrams_path` and
+    `num_workers`."""
     kind = values["decoder"].value if "decoder" in values else "beam"
     beam = kind == "beam"
-    return DecoderConfig(kind=kind, beam_size=values.beam_size,
-                         alpha=values["alpha"].value if "alpha" in values else D.alpha,
-                         beta=values["beta"].value if "beta" in values else D.beta,
-                         cutoff_prob=values.cutoff_prob, cutoff_top_n=values.cutoff_top_n,
-                         token_min_logp=values.token_min_logp, beam_prune_logp=values.beam_prune_logp,
-                         lm_path=values.lm if beam else None, unigrams_path=values.unigrams if beam else None,
-                         num_workers=values["decode_workers"].value if "decode_workers" in values else D.num_workers,
-                         hotwords=tuple(values["hotwords"].value) if "hotwords" in values else (),
-                         hotword_weight=(values["hotword_weight"].value if "hotword_weight" in values
-                                         else D.hotword_weight))
+    workers = values["decode_workers"].value if "decode_workers" in values else default(D, "num_workers")
+    return from_flags(DecoderConfig, values=values, kind=kind, lm_path=values.lm if beam else None,
+                      unigrams_path=values.unigrams if beam else None, num_workers=workers)
 
 
 def override(values: flags.FlagValues) -> DecoderConfig | None:

@@ -26,8 +26,16 @@ from absl import flags
 
 from deepspeech2.decode.lm import LMConfig, build_lm
 
+try:
+    from ._flags import default, from_flags
+except ImportError:  # python bin/ds2_build_lm.py
+    from _flags import default, from_flags
+
+L = LMConfig
+
 flags.DEFINE_list("text_paths", [], "Comma-separated text files (or .gz), one sentence per line.")
-flags.DEFINE_string("arpa", "", "An ARPA model (.arpa or .arpa.gz) to convert instead of building one from text.")
+flags.DEFINE_string("arpa", default(L, "arpa"), "An ARPA model (.arpa or .arpa.gz) to convert instead of building one "
+                    "from text.")
 flags.DEFINE_list("text_weights", [], "How many times each text file's lines count, one int per file (e.g. "
                   "10,1: a small in-domain text weighed against a large one). Default: once each.")
 flags.DEFINE_string("out", None, "Output prefix: writes <out>.arpa, <out>.bin, <out>.unigrams.txt, <out>.json.")
@@ -35,19 +43,23 @@ flags.DEFINE_enum("language", None, ["en", "zh"], "en: word LM; zh: character LM
                   "char, else en.")
 flags.DEFINE_enum("token", None, ["word", "char"], "What one LM token is: word (English) or char (Mandarin, "
                   "characters space-separated). Default: by --language.")
-flags.DEFINE_integer("order", 5, "N-gram order (2-6).")
+flags.DEFINE_integer("order", default(L, "order"), "N-gram order (2-6).")
 flags.DEFINE_list("prune", [], "lmplz --prune count thresholds per order, e.g. 0,1,1 (empty: no pruning).")
-flags.DEFINE_integer("top_k", 0, "Keep the K most frequent words; others become UNKNOWNWORD. 0 keeps all.")
-flags.DEFINE_boolean("binary", True, "Also build the KenLM binary (trie) <out>.bin.")
-flags.DEFINE_integer("quantize_bits", 0, "build_binary -q/-b bits (e.g. 8); 0: no quantization.")
-flags.DEFINE_integer("pointer_bits", 0, "build_binary -a pointer compression bits (e.g. 22); 0: default.")
-flags.DEFINE_boolean("keep_arpa", True, "Keep <out>.arpa next to the binary.")
-flags.DEFINE_string("memory", "20%", "lmplz's and build_binary's -S sorting memory (e.g. 20%, 2G).")
-flags.DEFINE_boolean("normalize", True, "Normalize each line; --nonormalize for text already normalized.")
-flags.DEFINE_boolean("lowercase", False, "Lower-case each line (with --nonormalize: text normalized in capitals, "
-                     "such as librispeech-lm-norm.txt), or the words of the --arpa model.")
-flags.DEFINE_string("kenlm_bin_dir", None, "Where lmplz and build_binary are; default: next to this python, then "
-                    "the PATH.")
+flags.DEFINE_integer("top_k", default(L, "top_k"), "Keep the K most frequent words; others become UNKNOWNWORD. 0 "
+                     "keeps all.")
+flags.DEFINE_boolean("binary", default(L, "binary"), "Also build the KenLM binary (trie) <out>.bin.")
+flags.DEFINE_integer("quantize_bits", default(L, "quantize_bits"), "build_binary -q/-b bits (e.g. 8); 0: no "
+                     "quantization.")
+flags.DEFINE_integer("pointer_bits", default(L, "pointer_bits"), "build_binary -a pointer compression bits (e.g. 22); "
+                     "0: default.")
+flags.DEFINE_boolean("keep_arpa", default(L, "keep_arpa"), "Keep <out>.arpa next to the binary.")
+flags.DEFINE_string("memory", default(L, "memory"), "lmplz's and build_binary's -S sorting memory (e.g. 20%, 2G).")
+flags.DEFINE_boolean("normalize", default(L, "normalize"), "Normalize each line; --nonormalize for text already "
+                     "normalized.")
+flags.DEFINE_boolean("lowercase", default(L, "lowercase"), "Lower-case each line (with --nonormalize: text normalized "
+                     "in capitals, such as librispeech-lm-norm.txt), or the words of the --arpa model.")
+flags.DEFINE_string("kenlm_bin_dir", default(L, "kenlm_bin_dir"), "Where lmplz and build_binary are; default: next to "
+                    "this python, then the PATH.")
 flags.mark_flags_as_required(["out"])
 FLAGS = flags.FLAGS
 
@@ -56,13 +68,10 @@ def main(argv):
     del argv
     try:
         language = FLAGS.language or ("zh" if FLAGS.token == "char" else "en")
-        config = LMConfig(text_paths=tuple(FLAGS.text_paths), out=FLAGS.out, language=language,
-                          text_weights=tuple(_ints(FLAGS.text_weights, "text_weights")),
-                          token=FLAGS.token or "", order=FLAGS.order, prune=tuple(_ints(FLAGS.prune, "prune")),
-                          top_k=FLAGS.top_k, binary=FLAGS.binary, quantize_bits=FLAGS.quantize_bits,
-                          pointer_bits=FLAGS.pointer_bits, keep_arpa=FLAGS.keep_arpa, memory=FLAGS.memory,
-                          normalize=FLAGS.normalize, lowercase=FLAGS.lowercase, arpa=FLAGS.arpa,
-                          kenlm_bin_dir=FLAGS.kenlm_bin_dir)
+        # --text_paths, --order, --binary, ... by field name; these four need converting first.
+        config = from_flags(LMConfig, language=language, token=FLAGS.token or "",
+                            text_weights=tuple(_ints(FLAGS.text_weights, "text_weights")),
+                            prune=tuple(_ints(FLAGS.prune, "prune")))
         result = build_lm(config)
     except (ValueError, FileNotFoundError, RuntimeError) as e:
         sys.exit(f"ds2-build-lm: error: {e}")
@@ -81,7 +90,8 @@ def _ints(values, name):
 
 
 def run():
-    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    """absl's app.run with --help showing this module's docstring and flags (the console script gets here through
+    its launcher in deepspeech2_cli, which has quieted TensorFlow first)."""
     if __package__:
         from ._app import run as run_app
     else:  # python bin/ds2_x.py

@@ -19,8 +19,10 @@ from absl import flags
 
 try:
     from . import _inputs
+    from ._flags import from_flags
 except ImportError:  # python bin/ds2_client.py
     import _inputs
+    from _flags import from_flags
 
 flags.DEFINE_string("server", "localhost:8500", "host:port of the gRPC server.")
 flags.DEFINE_string("model_name", "ds2", "The model to ask for.")
@@ -38,9 +40,8 @@ def main(argv):
         from deepspeech2.fileio import write_json
         from deepspeech2_serving.client import ClientConfig, format_results, results_json, transcribe
 
-        config = ClientConfig(server=FLAGS.server, model_name=FLAGS.model_name, files=files,
-                              manifest=FLAGS.manifest or "", num_samples=FLAGS.num_samples, seed=FLAGS.seed,
-                              nbest=FLAGS.nbest, timeout_seconds=FLAGS.timeout)
+        # --server, --model_name, --num_samples, --seed and --nbest by field name.
+        config = from_flags(ClientConfig, files=files, manifest=FLAGS.manifest or "", timeout_seconds=FLAGS.timeout)
         results = []
         for result in transcribe(config):  # printed as they come
             results.append(result)
@@ -54,7 +55,8 @@ def main(argv):
 
 
 def run():
-    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    """absl's app.run with --help showing this module's docstring and flags (the console script gets here through
+    its launcher in deepspeech2_cli, which has quieted TensorFlow first)."""
     if __package__:
         from ._app import run as run_app
     else:  # python bin/ds2_x.py

@@ -23,8 +23,10 @@ from absl import flags
 
 try:
     from . import _decoding
+    from ._flags import from_flags
 except ImportError:  # python bin/ds2_demo.py
     import _decoding
+    from _flags import from_flags
 
 flags.DEFINE_string("model_dir", None, "An export (ds2-export's EXPORT_DIR/MODEL_NAME, or one version folder) or a "
                     "model bundle (exported to a temporary folder at start).")
@@ -53,19 +55,16 @@ def main(argv):
         from deepspeech2_serving.batching import BatchingConfig
         from deepspeech2_serving.demo import DemoConfig, serve
 
-        config = DemoConfig(model_dir=FLAGS.model_dir, host=FLAGS.host, port=FLAGS.port, port_file=FLAGS.port_file,
-                            decoder=_decoding.override(FLAGS), max_streams=FLAGS.max_streams,
-                            max_streams_per_client=FLAGS.max_streams_per_client, max_seconds=FLAGS.max_seconds,
-                            allowed_origins=tuple(FLAGS.allowed_origins), idle_seconds=FLAGS.idle_seconds,
-                            batching=BatchingConfig(max_batch_size=FLAGS.max_batch_size,
-                                                    batch_timeout_micros=FLAGS.batch_timeout_micros))
+        # Every flag named after a field of DemoConfig (or of its BatchingConfig) sets it.
+        config = from_flags(DemoConfig, decoder=_decoding.override(FLAGS), batching=from_flags(BatchingConfig))
         serve(config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-demo: error: {e}")
 
 
 def run():
-    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    """absl's app.run with --help showing this module's docstring and flags (the console script gets here through
+    its launcher in deepspeech2_cli, which has quieted TensorFlow first)."""
     if __package__:
         from ._app import run as run_app
     else:  # python bin/ds2_x.py

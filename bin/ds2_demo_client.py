@@ -14,6 +14,11 @@ import sys
 
 from absl import flags
 
+try:
+    from ._flags import from_flags
+except ImportError:  # python bin/ds2_demo_client.py
+    from _flags import from_flags
+
 flags.DEFINE_string("server", "127.0.0.1:8000", "host:port of ds2-demo (or a ws:// URL).")
 flags.DEFINE_float("chunk_ms", 100.0, "Audio per message, in milliseconds.")
 flags.DEFINE_float("speed", 1.0, "1: real time; 2: twice as fast; 0: as fast as possible.")
@@ -29,8 +34,8 @@ def main(argv):
     try:
         from deepspeech2_serving.demo_client import DemoClientConfig, DemoError, format_words, stream_file
 
-        config = DemoClientConfig(server=FLAGS.server, file=argv[1], chunk_ms=FLAGS.chunk_ms, speed=FLAGS.speed,
-                                  timeout_seconds=FLAGS.timeout)
+        # --server, --chunk_ms and --speed by field name.
+        config = from_flags(DemoClientConfig, file=argv[1], timeout_seconds=FLAGS.timeout)
         result = stream_file(config, on_partial=lambda text: print(f"partial: {text}", flush=True))
     except (ValueError, FileNotFoundError, ConnectionError, DemoError) as e:
         sys.exit(f"ds2-demo-client: error: {e}")
@@ -42,7 +47,8 @@ def main(argv):
 
 
 def run():
-    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    """absl's app.run with --help showing this module's docstring and flags (the console script gets here through
+    its launcher in deepspeech2_cli, which has quieted TensorFlow first)."""
     if __package__:
         from ._app import run as run_app
     else:  # python bin/ds2_x.py

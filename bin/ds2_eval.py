@@ -28,8 +28,10 @@ from absl import flags
 
 try:
     from . import _decoding
+    from ._flags import from_flags
 except ImportError:  # python bin/ds2_eval.py
     import _decoding
+    from _flags import from_flags
 
 flags.DEFINE_string("model_dir", None, "Model bundle folder (a ds2-train workdir's model/).")
 flags.DEFINE_list("manifest", None, "Manifest(s) to evaluate, comma-separated (their utterances are pooled).")
@@ -66,10 +68,9 @@ def main(argv):
         if FLAGS.words_config and not FLAGS.words:
             raise ValueError(f"`--words_config` ({FLAGS.words_config}) is given without --words")
         words = (WordConfig.load(FLAGS.words_config) if FLAGS.words_config else WordConfig()) if FLAGS.words else None
-        config = EvalConfig(model_dir=FLAGS.model_dir, manifests=tuple(FLAGS.manifest), decoder=decoder,
-                            group_by=tuple(FLAGS.group_by), batch_size=FLAGS.batch_size,
-                            max_utterances=FLAGS.max_utterances, max_seconds=FLAGS.max_seconds or None,
-                            report_path=FLAGS.report, channel=FLAGS.channel, words=words)
+        # --model_dir, --group_by, --batch_size, --max_utterances and --channel by field name.
+        config = from_flags(EvalConfig, manifests=tuple(FLAGS.manifest), decoder=decoder, words=words,
+                            max_seconds=FLAGS.max_seconds or None, report_path=FLAGS.report)
         report = evaluate(config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-eval: error: {e}")
@@ -79,7 +80,8 @@ def main(argv):
 
 
 def run():
-    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    """absl's app.run with --help showing this module's docstring and flags (the console script gets here through
+    its launcher in deepspeech2_cli, which has quieted TensorFlow first)."""
     if __package__:
         from ._app import run as run_app
     else:  # python bin/ds2_x.py

@@ -34,8 +34,10 @@ from absl import flags
 
 try:
     from . import _decoding
+    from ._flags import from_flags
 except ImportError:  # python bin/ds2_export.py
     import _decoding
+    from _flags import from_flags
 
 flags.DEFINE_string("model_dir", None, "Model bundle folder (a ds2-train workdir's model/).")
 flags.DEFINE_string("export_dir", None, "Model root; the version goes to EXPORT_DIR/MODEL_NAME/<version>/.")
@@ -68,10 +70,9 @@ def main(argv):
                 raise ValueError("a TFLite model records no word config: give --words_config to ds2-infer --words")
             from deepspeech2_export.tflite import TFLiteConfig, export_tflite
 
-            print(export_tflite(TFLiteConfig(
-                model_dir=FLAGS.model_dir, out_path=f"{FLAGS.export_dir}/{FLAGS.model_name}.{FLAGS.quantize}.tflite",
-                quantize=FLAGS.quantize, calibration_manifest=FLAGS.calibration_manifest,
-                calibration_utterances=FLAGS.calibration_utterances, float_layers=tuple(FLAGS.float_layers))))
+            # --model_dir, --quantize, --calibration_manifest, ... by field name.
+            out_path = f"{FLAGS.export_dir}/{FLAGS.model_name}.{FLAGS.quantize}.tflite"
+            print(export_tflite(from_flags(TFLiteConfig, out_path=out_path)))
             return
         if FLAGS.float_layers:
             raise ValueError("--float_layers is for a TFLite model: give --quantize int8")
@@ -80,10 +81,9 @@ def main(argv):
 
         # The beam decoder (with --lm, its LM) ds2-serve runs for n-best requests; --decoder greedy records none.
         decoder = _decoding.config(FLAGS)
-        config = ExportConfig(model_dir=FLAGS.model_dir, export_dir=FLAGS.export_dir, model_name=FLAGS.model_name,
-                              version=FLAGS.version, max_audio_seconds=FLAGS.max_audio_seconds,
-                              decoder=decoder if decoder.kind == "beam" else None,
-                              words=WordConfig.load(FLAGS.words_config) if FLAGS.words_config else None)
+        # --model_dir, --export_dir, --model_name, --version and --max_audio_seconds by field name.
+        config = from_flags(ExportConfig, decoder=decoder if decoder.kind == "beam" else None,
+                            words=WordConfig.load(FLAGS.words_config) if FLAGS.words_config else None)
         path = export_model(config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-export: error: {e}")
@@ -91,7 +91,8 @@ def main(argv):
 
 
 def run():
-    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    """absl's app.run with --help showing this module's docstring and flags (the console script gets here through
+    its launcher in deepspeech2_cli, which has quieted TensorFlow first)."""
     if __package__:
         from ._app import run as run_app
     else:  # python bin/ds2_x.py

@@ -8,21 +8,26 @@ import sys
 
 from absl import flags
 
-from deepspeech2.audio import MAX_DURATION
 from deepspeech2.data.shards import ShardConfig, make_shards
 from deepspeech2.model.config import load_model_config
 from deepspeech2.vocab import Vocabulary
 
+try:
+    from ._flags import default, from_flags
+except ImportError:  # python bin/ds2_make_shards.py
+    from _flags import default, from_flags
+
 flags.DEFINE_string("manifest", None, "Manifest (JSON lines) to shard.")
 flags.DEFINE_string("vocab", None, "Vocabulary file from ds2-build-vocab.")
 flags.DEFINE_string("out", None, "Output folder for shards and index.json.")
-flags.DEFINE_integer("num_shards", 8, "Number of shard files (>= number of training workers).")
-flags.DEFINE_integer("num_workers", 4, "Audio decoding threads.")
-flags.DEFINE_integer("seed", 0, "Seed of the utterance-to-shard assignment.")
+flags.DEFINE_integer("num_shards", default(ShardConfig, "num_shards"), "Number of shard files (>= number of training "
+                     "workers).")
+flags.DEFINE_integer("num_workers", default(ShardConfig, "num_workers"), "Audio decoding threads.")
+flags.DEFINE_integer("seed", default(ShardConfig, "seed"), "Seed of the utterance-to-shard assignment.")
 flags.DEFINE_string("model", None, "Optional: skip utterances CTC can't fit through this model (its exact output "
                     "steps), listing them in index.json; a preset (tiny, ds2-small, ...) or a model_config.json.")
-flags.DEFINE_float("max_duration", MAX_DURATION, "Skip longer utterances (s), unread: ds2-train drops them anyway "
-                   "(keep this >= its --max_duration); 0: keep all.")
+flags.DEFINE_float("max_duration", default(ShardConfig, "max_duration"), "Skip longer utterances (s), unread: "
+                   "ds2-train drops them anyway (keep this >= its --max_duration); 0: keep all.")
 flags.mark_flags_as_required(["manifest", "vocab", "out"])
 FLAGS = flags.FLAGS
 
@@ -30,9 +35,8 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     try:
-        config = ShardConfig(out_dir=FLAGS.out, num_shards=FLAGS.num_shards, num_workers=FLAGS.num_workers,
-                             seed=FLAGS.seed, model=load_model_config(FLAGS.model) if FLAGS.model else None,
-                             max_duration=FLAGS.max_duration or None)
+        config = from_flags(ShardConfig, out_dir=FLAGS.out, max_duration=FLAGS.max_duration or None,
+                            model=load_model_config(FLAGS.model) if FLAGS.model else None)
         index = make_shards(FLAGS.manifest, Vocabulary.load(FLAGS.vocab), config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-make-shards: error: {e}")
@@ -44,7 +48,8 @@ def main(argv):
 
 
 def run():
-    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    """absl's app.run with --help showing this module's docstring and flags (the console script gets here through
+    its launcher in deepspeech2_cli, which has quieted TensorFlow first)."""
     if __package__:
         from ._app import run as run_app
     else:  # python bin/ds2_x.py

@@ -31,8 +31,10 @@ from absl import flags
 
 try:
     from . import _decoding
+    from ._flags import from_flags
 except ImportError:  # python bin/ds2_serve.py
     import _decoding
+    from _flags import from_flags
 
 flags.DEFINE_string("model_base_path", None, "The model's folder of versions (ds2-export's EXPORT_DIR/MODEL_NAME).")
 flags.DEFINE_string("model_name", "", "The name clients ask for; default: the base path's folder name.")
@@ -77,7 +79,6 @@ _decoding.define_flags(kind="beam")
 flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
 flags.mark_flags_as_required(["model_base_path"])
 FLAGS = flags.FLAGS
-BATCHING_FLAGS = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
 
 
 def main(argv):
@@ -92,30 +93,20 @@ def main(argv):
             with open(FLAGS.batching_parameters_file, encoding="utf-8") as f:
                 batching = BatchingConfig.from_text(f.read(), wait_when_idle=FLAGS.batch_wait_when_idle)
         elif FLAGS.enable_batching:
-            batching = BatchingConfig(**{name: FLAGS[name].value for name in BATCHING_FLAGS},
-                                      wait_when_idle=FLAGS.batch_wait_when_idle)
-        config = ServeConfig(model_base_path=FLAGS.model_base_path, model_name=FLAGS.model_name, host=FLAGS.host,
-                             port=FLAGS.port, port_file=FLAGS.port_file, batching=batching,
-                             max_message_bytes=FLAGS.max_message_bytes,
-                             max_concurrent_requests=FLAGS.max_concurrent_requests,
-                             max_connections=FLAGS.max_connections, max_search_seconds=FLAGS.max_search_seconds,
-                             max_batch_samples=FLAGS.max_batch_samples,
-                             connection_idle_seconds=FLAGS.connection_idle_seconds,
-                             connection_age_seconds=FLAGS.connection_age_seconds,
-                             poll_seconds=FLAGS.file_system_poll_wait_seconds, decoder=_decoding.override(FLAGS),
-                             grace_seconds=FLAGS.grace_seconds, max_streams=FLAGS.max_streams,
-                             max_streams_per_client=FLAGS.max_streams_per_client,
-                             stream_idle_seconds=FLAGS.stream_idle_seconds,
-                             max_stream_seconds=FLAGS.max_stream_seconds,
-                             max_stream_memory_bytes=FLAGS.max_stream_memory_mb << 20,
-                             ssl_config_file=FLAGS.ssl_config_file)
+            # --max_batch_size, --batch_timeout_micros, --num_batch_threads, --max_enqueued_batches by field name
+            batching = from_flags(BatchingConfig, wait_when_idle=FLAGS.batch_wait_when_idle)
+        # Every other flag named after a field of ServeConfig sets it; these four are named otherwise.
+        config = from_flags(ServeConfig, batching=batching, decoder=_decoding.override(FLAGS),
+                            poll_seconds=FLAGS.file_system_poll_wait_seconds,
+                            max_stream_memory_bytes=FLAGS.max_stream_memory_mb << 20)
         serve(config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-serve: error: {e}")
 
 
 def run():
-    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    """absl's app.run with --help showing this module's docstring and flags (the console script gets here through
+    its launcher in deepspeech2_cli, which has quieted TensorFlow first)."""
     if __package__:
         from ._app import run as run_app
     else:  # python bin/ds2_x.py

@@ -20,25 +20,27 @@ from deepspeech2.decode.tune import TuneConfig, plot_error_surface, save_result,
 
 try:
     from . import _decoding
+    from ._flags import default, from_flags
 except ImportError:  # python bin/ds2_tune.py
     import _decoding
+    from _flags import default, from_flags
 
 T = TuneConfig
 flags.DEFINE_string("model_dir", None, "Model bundle folder (a ds2-train workdir's model/).")
 flags.DEFINE_string("manifest", None, "Dev manifest (JSON lines) to tune on.")
 _decoding.define_flags(kind=None)
 flags.adopt_module_key_flags(_decoding)  # --help lists them with this command's own
-flags.DEFINE_float("alpha_from", T.alpha_from, "Smallest alpha (LM weight).")
-flags.DEFINE_float("alpha_to", T.alpha_to, "Largest alpha.")
-flags.DEFINE_integer("num_alphas", T.num_alphas, "Alphas on the grid.")
-flags.DEFINE_float("beta_from", T.beta_from, "Smallest beta (word insertion bonus).")
-flags.DEFINE_float("beta_to", T.beta_to, "Largest beta.")
-flags.DEFINE_integer("num_betas", T.num_betas, "Betas on the grid.")
+flags.DEFINE_float("alpha_from", default(T, "alpha_from"), "Smallest alpha (LM weight).")
+flags.DEFINE_float("alpha_to", default(T, "alpha_to"), "Largest alpha.")
+flags.DEFINE_integer("num_alphas", default(T, "num_alphas"), "Alphas on the grid.")
+flags.DEFINE_float("beta_from", default(T, "beta_from"), "Smallest beta (word insertion bonus).")
+flags.DEFINE_float("beta_to", default(T, "beta_to"), "Largest beta.")
+flags.DEFINE_integer("num_betas", default(T, "num_betas"), "Betas on the grid.")
 flags.DEFINE_enum("error_rate_type", None, ["wer", "cer"], "What to minimise; default: wer for a vocabulary "
                   "with a space (English), cer without (Mandarin).")
 flags.DEFINE_integer("num_batches", 0, "Tune on a random num_batches x batch_size utterances; 0: all.")
 flags.DEFINE_integer("batch_size", 16, "Utterances per acoustic model call.")
-flags.DEFINE_integer("num_workers", 0, "Grid points decoded at once; 0: one per CPU core.")
+flags.DEFINE_integer("num_workers", default(T, "num_workers"), "Grid points decoded at once; 0: one per CPU core.")
 flags.DEFINE_integer("seed", 0, "Seed of the --num_batches sample.")
 flags.DEFINE_string("out_json", "tune.json", "Where to write every point's error and the best pair.")
 flags.DEFINE_string("out_png", "", "Where to draw the error surface ('': beside --out_json, as .png).")
@@ -49,8 +51,8 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     try:
-        grid = TuneConfig(FLAGS.alpha_from, FLAGS.alpha_to, FLAGS.num_alphas, FLAGS.beta_from, FLAGS.beta_to,
-                          FLAGS.num_betas, FLAGS.error_rate_type or "auto", FLAGS.num_workers)
+        # --alpha_from, ..., --num_betas and --num_workers by field name.
+        grid = from_flags(TuneConfig, metric=FLAGS.error_rate_type or "auto")
         decoder = _decoding.config(FLAGS)
         check_lm_files(decoder)
         from deepspeech2.inference import manifest_log_probs  # TensorFlow loads here, after the flags are checked
@@ -72,7 +74,8 @@ def main(argv):
 
 
 def run():
-    """Console-script entry point: absl's app.run with --help showing this module's docstring and flags."""
+    """absl's app.run with --help showing this module's docstring and flags (the console script gets here through
+    its launcher in deepspeech2_cli, which has quieted TensorFlow first)."""
     if __package__:
         from ._app import run as run_app
     else:  # python bin/ds2_x.py

@@ -1,5 +1,6 @@
 """The package's imports follow the flow of docs/architecture.md (tools/architecture.py): none against it in the
-repository, and each kind of violation is caught in a tree built to break it."""
+repository, and each kind of violation is caught in a tree built to break it. Likewise importing a bin/ module
+defines its flags and does nothing else."""
 
 import sys
 from pathlib import Path
@@ -48,3 +49,51 @@ def test_each_kind_of_violation_is_caught(tmp_path, path, source, expected):
     assert len(found) == 1 and expected in found[0], found
     (tmp_path / path).write_text("from deepspeech2 import fileio\n")  # the base stage: allowed everywhere
     assert architecture.violations(tmp_path) == []
+
+
+def test_importing_a_command_only_defines_its_flags():
+    assert architecture.side_effects() == []
+
+
+ALLOWED_AT_THE_TOP = '''"""A command."""
+import sys
+
+from absl import flags
+
+try:
+    from . import _decoding
+except ImportError:
+    import _decoding
+
+NAMES = ("a", "b")
+D = sys.maxsize
+flags.DEFINE_string("out", None, "Output.")
+SEED = flags.DEFINE_integer("seed", 0, "Seed.")
+_decoding.define_flags(kind="beam")
+flags.mark_flags_as_required(["out"])
+
+
+def main(argv):
+    print(argv)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
+'''
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from ._quiet import quiet_tensorflow\nquiet_tensorflow()\n", ":2: a call at import: quiet_tensorflow()"),
+    ("import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n", ":2: an assignment to something else than a name"),
+    ("from deepspeech2.data.pipeline import PipelineConfig\np = PipelineConfig()\n",
+     ":2: an assignment that calls a function at import: p = PipelineConfig()"),
+    ("import sys\nif sys.argv[1:]:\n    X = 1\n", ":2: a statement (If) at import"),
+    ("try:\n    import numpy\nexcept ImportError:\n    numpy = None\n", ":1: a statement (Try) at import"),
+])
+def test_each_kind_of_side_effect_is_caught(tmp_path, source, expected):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "ds2_x.py").write_text(ALLOWED_AT_THE_TOP)
+    assert architecture.side_effects(tmp_path) == []
+    (tmp_path / "bin" / "ds2_y.py").write_text(source)
+    found = architecture.side_effects(tmp_path)
+    assert len(found) == 1 and found[0].startswith(f"bin/ds2_y.py{expected}"), found

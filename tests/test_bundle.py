@@ -36,6 +36,23 @@ def test_round_trip(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
 
 
+def test_train_config_is_a_record_in_either_layout(tmp_path):
+    """train_config.json is how the model was trained, read back as it was written and never into a TrainConfig: a
+    bundle of the flat layout (before the optimizer's, checkpoints' and benchmark's fields had configs of their own)
+    loads as well as one of the nested layout TrainConfig.to_dict() writes now."""
+    from deepspeech2.train.config import OptimizationConfig, TrainConfig
+
+    nested = TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n",
+                         optimization=OptimizationConfig(learning_rate=1e-3)).to_dict()
+    assert nested["optimization"]["learning_rate"] == 1e-3 and nested["checkpoints"]["every_steps"] == 500
+    assert "learning_rate" not in nested and nested["benchmark"] == {"batch_size": 0, "max_step": 0}
+    flat = {"epochs": 3, "learning_rate": 1e-3, "lr_schedule": "exponential", "checkpoint_every_steps": 500,
+            "keep_checkpoints": 3, "benchmark_max_step": 0, "pipeline": {"batch_size": 16}}
+    for record in (flat, nested):
+        save_bundle(tmp_path / "b", build_model(TINY), TINY, Vocabulary.english(), _normalizer(), record)
+        assert load_bundle(tmp_path / "b").train_config == json.loads(json.dumps(record))
+
+
 def test_inconsistent_bundles_are_refused(tmp_path):
     model = build_model(TINY)
     save_bundle(tmp_path / "b", model, TINY, Vocabulary.english(), _normalizer(), {})

@@ -20,13 +20,16 @@ TF_NOISE = re.compile(r"[IWEF]0000 |absl::InitializeLog|oneDNN|cuda|cpu_feature_
 
 
 def _console_scripts() -> dict[str, str]:
-    """{"ds2-prepare": "deepspeech2_cli.ds2_prepare", ...} from setup.cfg's console_scripts."""
+    """{"ds2-prepare": "deepspeech2_cli.ds2_prepare", ...} from setup.cfg's console_scripts, each of which names
+    its launcher in deepspeech2_cli (`deepspeech2_cli:ds2_prepare`), a function named after the command's module."""
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
     scripts = {}
     for line in cfg["options.entry_points"]["console_scripts"].strip().splitlines():
         name, target = (s.strip() for s in line.split("="))
-        scripts[name] = target.split(":")[0]
+        package, launcher = target.split(":")
+        assert package == "deepspeech2_cli" and launcher == name.replace("-", "_"), line
+        scripts[name] = f"{package}.{launcher}"
     return scripts
 
 
@@ -78,7 +81,25 @@ def test_console_scripts_are_listed():
     assert set(SCRIPTS) >= {"ds2-prepare", "ds2-build-vocab", "ds2-make-shards", "ds2-compute-stats", "ds2-train"}
 
 
-@pytest.mark.parametrize("name", sorted(SCRIPTS))
+def _prepare_commands() -> list[tuple[str, str, str]]:
+    """ds2-prepare's COMMANDS, read from its source: (name, the function defining its flags, the function)."""
+    tree = _source(SCRIPTS["ds2-prepare"])
+    node = next(n for n in tree.body if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in n.targets))
+    return [(e.elts[0].value, e.elts[1].id, e.elts[2].id) for e in node.value.elts]
+
+
+def _prepare_flags(define: str) -> set[str]:
+    """The flags ds2-prepare's function `define` defines, itself or through the helpers it calls."""
+    functions = {n.name: n for n in _source(SCRIPTS["ds2-prepare"]).body if isinstance(n, ast.FunctionDef)}
+    found = set(_own_flags(functions[define]))
+    for node in ast.walk(functions[define]):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions:
+            found |= _prepare_flags(node.func.id)
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(set(SCRIPTS) - {"ds2-prepare"}))  # its commands: the tests below
 def test_help_shows_docstring_and_own_flags(name):
     tree = _source(SCRIPTS[name])
     first_line = ast.get_docstring(tree).splitlines()[0]
@@ -105,13 +126,31 @@ def test_cli_doc_has_a_section_per_command_in_order():
 
 
 def test_prepare_help_lists_every_command():
-    tree = _source(SCRIPTS["ds2-prepare"])
-    commands = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-                    and any(isinstance(t, ast.Name) and t.id == "COMMANDS" for t in node.targets))
     out = _run([_script("ds2-prepare"), "--help"])
     assert out.returncode == 0, out.stderr
-    for command in commands:  # a line each: the command name, then what it does
+    for command, _, _ in _prepare_commands():  # a line each: the command name, then what it does
         assert re.search(rf"^  {command}\s+\w", out.stdout, re.MULTILINE), f"{command} not listed:\n{out.stdout}"
+    assert "(default: " not in out.stdout  # no command's flags: each command shows its own
+    assert f"\n## ds2-prepare\n\n```text\n{out.stdout.rstrip()}\n```\n" in CLI_DOC.read_text(encoding="utf-8")
+    for argv, got in ((["tinny", "--out", "x"], "['tinny']"), ([], "[]")):  # a misspelt command; none
+        wrong = _run([_script("ds2-prepare"), *argv])
+        lines = wrong.stderr.strip().splitlines()
+        assert wrong.returncode == 1 and len(lines) == 1, wrong.stderr
+        assert lines[0].startswith("ds2-prepare: error: expected a command, one of tiny, heldout, "), lines[0]
+        assert lines[0].endswith(f"; got {got} (see ds2-prepare --help)"), lines[0]
+
+
+@pytest.mark.parametrize("command, define, function", _prepare_commands())
+def test_prepare_command_help_shows_its_own_flags_only(command, define, function):
+    functions = {n.name: n for n in _source(SCRIPTS["ds2-prepare"]).body if isinstance(n, ast.FunctionDef)}
+    out = _run([_script("ds2-prepare"), command, "--help"])
+    assert out.returncode == 0, out.stderr
+    assert ast.get_docstring(functions[function]).splitlines()[0] in out.stdout
+    shown = set(re.findall(r"^\s+--(?:\[no\])?(\w+): ", out.stdout, re.MULTILINE)) - {"flagfile", "helpfull"}
+    assert shown == _prepare_flags(define), out.stdout
+    assert not _noise(out.stderr), out.stderr
+    assert f"\n### ds2-prepare {command}\n\n```text\n{out.stdout.rstrip()}\n```\n" in CLI_DOC.read_text(
+        encoding="utf-8"), "docs/cli.md is stale: run .venv/bin/python tools/cli_doc.py"
 
 
 def test_helpfull_and_script_mode():
@@ -193,7 +232,8 @@ def test_failed_tensorflow_import_is_still_shown(tmp_path):
     (tmp_path / "tensorflow").mkdir()
     (tmp_path / "tensorflow" / "__init__.py").write_text(
         "import os\nos.write(2, b'C++ noise\\n')\nraise ImportError('libtensorflow_framework.so.2: cannot open')\n")
-    code = "import deepspeech2_cli, sys\nprint('before', file=sys.stderr, flush=True)\nimport tensorflow\n"
+    code = ("import sys\nfrom deepspeech2_cli._quiet import quiet_tensorflow\nquiet_tensorflow()\n"
+            "print('before', file=sys.stderr, flush=True)\nimport tensorflow\n")
     out = _run([sys.executable, "-c", code], PYTHONPATH=str(tmp_path))
     assert out.returncode == 1
     assert out.stderr.startswith("before\n")
@@ -202,6 +242,19 @@ def test_failed_tensorflow_import_is_still_shown(tmp_path):
     # Asked for: nothing is hidden.
     loud = _run([sys.executable, "-c", code], PYTHONPATH=str(tmp_path), DS2_TF_LOGS="1")
     assert "C++ noise" in loud.stderr and "ImportError" in loud.stderr
+
+
+def test_importing_the_commands_package_changes_nothing():
+    # The quieting is a call (the launchers make it), not a side effect of importing deepspeech2_cli.
+    code = ("import os, sys\nimport deepspeech2_cli\nprint('tensorflow' in sys.modules, "
+            "os.environ.get('TF_CPP_MIN_LOG_LEVEL'), [type(f).__name__ for f in sys.meta_path if 'Quiet' in "
+            "type(f).__name__])\n")
+    out = _run([sys.executable, "-c", code])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "None", "[]"]
+    quieted = _run([sys.executable, "-c", code.replace("import deepspeech2_cli\n", "import deepspeech2_cli\n"
+                                                       "deepspeech2_cli.quiet_tensorflow()\n")])
+    assert quieted.stdout.split() == ["False", "3", "['_QuietTensorFlowFinder']"], quieted.stderr
 
 
 def test_progress_in_a_log_file_is_one_line_per_refresh(tmp_path):
@@ -271,3 +324,40 @@ def test_log_lines_turns_refreshes_into_lines():
     work, gone = names.count("work"), names.count("gone")
     assert names == ["work"] * work + ["gone"] * gone and work >= 3 and gone >= 2, rows
     assert "3/3" in rows[work] and all(r.strip() for r in rows)
+
+
+def test_configs_are_built_from_flags_by_field_name():
+    import dataclasses
+
+    from absl import flags
+
+    from deepspeech2_cli._flags import default, from_flags
+
+    @dataclasses.dataclass(frozen=True)
+    class Inner:
+        size: int = 3
+
+    @dataclasses.dataclass(frozen=True)
+    class Outer:
+        out: str
+        paths: tuple[str, ...] = ()
+        rate: float = 0.5
+        inner: Inner = dataclasses.field(default_factory=Inner)
+
+    assert (default(Outer, "out"), default(Outer, "paths"), default(Outer, "rate")) == (None, [], 0.5)
+    with pytest.raises(AttributeError, match=r"Outer has no field `ratio` to define a flag for; its fields: out, "):
+        default(Outer, "ratio")  # a flag meant for a field that isn't there, or left behind by a rename
+    values = flags.FlagValues()
+    flags.DEFINE_string("out", default(Outer, "out"), "", flag_values=values)
+    flags.DEFINE_list("paths", default(Outer, "paths"), "", flag_values=values)
+    flags.DEFINE_float("rate", default(Outer, "rate"), "", flag_values=values)
+    flags.DEFINE_integer("inner_size", default(Inner, "size"), "", flag_values=values)
+    flags.DEFINE_string("inner", "", "", flag_values=values)  # a flag named after the nested config's field
+    values(["x", "--out=o", "--paths=a,b", "--inner_size=7"])
+    built = from_flags(Outer, values=values, inner=from_flags(Inner, "inner_", values=values))
+    assert built == Outer(out="o", paths=("a", "b"), rate=0.5, inner=Inner(7))
+    with pytest.raises(TypeError, match=r"Outer has no field `speed`"):
+        from_flags(Outer, values=values, inner=Inner(), speed=2)
+    with pytest.raises(TypeError, match=r"Outer.inner is a config of its own: build it and give it"):
+        from_flags(Outer, values=values)
+

@@ -79,7 +79,7 @@ def test_a_six_thousand_character_output_layer_trains(tmp_path):
     blank, <unk>, 6,000 characters), labels up to the last id train, and the bundle round-trips it."""
     from deepspeech2.data.pipeline import PipelineConfig
     from deepspeech2.data.shards import ShardConfig, make_shards
-    from deepspeech2.train.config import TrainConfig
+    from deepspeech2.train.config import OptimizationConfig, TrainConfig
     from deepspeech2.train.trainer import train
 
     chars = [chr(0x4E00 + i) for i in range(6000)]
@@ -97,8 +97,8 @@ def test_a_six_thousand_character_output_layer_trains(tmp_path):
     result = train(TrainConfig(workdir=str(tmp_path / "run"), train_shards=(str(tmp_path / "shards"),),
                                dev_shards=(str(tmp_path / "shards"),), vocab_path=str(tmp_path / "vocab.txt"),
                                normalizer_path=str(tmp_path / "mean_std.npz"), model=TINY, model_name="tiny",
-                               pipeline=PipelineConfig(batch_size=4, num_buckets=0), warmup_steps=1,
-                               learning_rate=1e-3, epochs=1, verbose=0))
+                               pipeline=PipelineConfig(batch_size=4, num_buckets=0), epochs=1, verbose=0,
+                               optimization=OptimizationConfig(warmup_steps=1, learning_rate=1e-3)))
     assert result["step"] == 2 and np.all(np.isfinite(result["loss"]))
     bundle = load_bundle(tmp_path / "run" / "model")
     assert bundle.model_config.vocab_size == bundle.vocab.size == 6002 and bundle.vocab == vocab

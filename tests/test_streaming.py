@@ -205,7 +205,7 @@ def test_a_model_trained_under_each_precision_policy_exports_and_streams(policy,
     from deepspeech2.data.shards import ShardConfig, make_shards
     from deepspeech2.prepare.stats import compute_mean_std
     from factories import make_manifest
-    from deepspeech2.train.config import TrainConfig
+    from deepspeech2.train.config import OptimizationConfig, TrainConfig
     from deepspeech2.train.trainer import train
     from deepspeech2_export import SERVING_DEFAULT, STREAM_STEP
     from deepspeech2_export.saved_model import ExportConfig, export_model
@@ -217,7 +217,7 @@ def test_a_model_trained_under_each_precision_policy_exports_and_streams(policy,
     train(TrainConfig(workdir=str(tmp_path / "run"), train_shards=(str(tmp_path / "shards"),),
                       vocab_path=str(tmp_path / "vocab.txt"), normalizer_path=str(tmp_path / "mean_std.npz"),
                       model=SMALL_STREAMING, pipeline=PipelineConfig(batch_size=4, num_buckets=0), epochs=1,
-                      warmup_steps=1, mixed_precision=policy, verbose=0))
+                      optimization=OptimizationConfig(warmup_steps=1), mixed_precision=policy, verbose=0))
     assert keras.mixed_precision.global_policy().name == "float32"  # the trainer put the global policy back
     version = export_model(ExportConfig(str(tmp_path / "run" / "model"), str(tmp_path / "export"),
                                         max_audio_seconds=4.0))

@@ -1,5 +1,6 @@
-"""Training on one device: the library entry point, the schedule, non-finite batches, the model bundles, the
-command line, and resume (after SIGKILL too). Several replicas and workers: test_train_replicas.py."""
+"""Training on one device: the library entry point, non-finite batches, the model bundles, the command line, and
+resume (after SIGKILL too). Several replicas and workers: test_train_replicas.py; the learning-rate schedule:
+test_schedule.py; the CTC loss: test_ctc.py."""
 
 import dataclasses
 import json
@@ -20,9 +21,8 @@ from deepspeech2.bundle import load_bundle
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.features import FeatureConfig
 from deepspeech2.model import DS1, TINY
-from deepspeech2.train import ctc, precision
-from deepspeech2.train.config import TrainConfig
-from deepspeech2.train.schedule import learning_rate
+from deepspeech2.train import precision
+from deepspeech2.train.config import BenchmarkConfig, CheckpointConfig, OptimizationConfig, TrainConfig
 import deepspeech2.train.trainer as train_module
 from deepspeech2.train.trainer import Trainer, train
 
@@ -36,13 +36,17 @@ def data(tmp_path_factory):
     return make_training_data(tmp_path_factory.mktemp("train_data"))
 
 
+FAST = OptimizationConfig(warmup_steps=1, learning_rate=1e-3)  # the tiny model learns within two epochs
+
+
 def _config(data, workdir, **kw):
     kw.setdefault("pipeline", PipelineConfig(batch_size=4, num_buckets=0))
     kw.setdefault("model", TINY)
     kw.setdefault("dev_shards", (str(data / "shards"),))
+    kw.setdefault("optimization", FAST)
     return TrainConfig(workdir=str(workdir), train_shards=(str(data / "shards"),),
                        vocab_path=str(data / "vocab.txt"), normalizer_path=str(data / "mean_std.npz"),
-                       model_name="tiny", warmup_steps=1, learning_rate=1e-3, verbose=0, **kw)
+                       model_name="tiny", verbose=0, **kw)
 
 
 def _weights(model):
@@ -186,7 +190,8 @@ def test_ema_is_the_moving_average_of_each_steps_weights(data, tmp_path):
     # Every step checkpointed: the weights as trained at each step, and their average, checked against the
     # recurrence in numpy; the bundles hold the average, and training went on from the weights as trained.
     run, decay = tmp_path / "run", 0.5
-    result = train(_config(data, run, epochs=2, ema_decay=decay, checkpoint_every_steps=1, keep_checkpoints=100))
+    result = train(_config(data, run, epochs=2, ema_decay=decay,
+                           checkpoints=CheckpointConfig(every_steps=1, keep=100)))
     steps = {int(p.name.split("-")[1].split(".")[0]) for p in (run / "checkpoints").glob("ckpt-*.index")}
     assert steps == set(range(1, 9))
     path = lambda t: str(run / "checkpoints" / f"ckpt-{t}")  # noqa: E731
@@ -258,97 +263,10 @@ def test_time_budget_is_checked():
         TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", max_train_minutes=-1)
 
 
-def test_learning_rate_warmup_and_per_epoch_anneal():
-    config = TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", learning_rate=1e-3,
-                         warmup_steps=4, lr_decay=0.5)
-    assert learning_rate(config, 0, 0) == pytest.approx(2.5e-4)
-    assert learning_rate(config, 3, 0) == pytest.approx(1e-3)
-    assert learning_rate(config, 100, 2) == pytest.approx(2.5e-4)
-    assert float(learning_rate(config, tf.constant(1, tf.int64), tf.constant(1, tf.int64))) == pytest.approx(2.5e-4)
-
-
-def test_learning_rate_cosine_anneal():
-    # 5 epochs: factors 1, (1 + cos(pi/4))/2, 1/2, (1 - cos(pi/4))/2, 0, mapped onto [lr_final, 1].
-    config = TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", learning_rate=1e-3,
-                         warmup_steps=4, epochs=5, lr_schedule="cosine", lr_final=0.1)
-    expected = [1.0, 0.1 + 0.9 * (1 + 2**-0.5) / 2, 0.55, 0.1 + 0.9 * (1 - 2**-0.5) / 2, 0.1, 0.1]
-    for epoch, factor in enumerate(expected):  # epoch 5: a run extended on resume stays at the floor
-        assert learning_rate(config, 100, epoch) == pytest.approx(1e-3 * factor)
-        tensor = learning_rate(config, tf.constant(100, tf.int64), tf.constant(epoch, tf.int64))
-        assert float(tensor) == pytest.approx(1e-3 * factor, rel=1e-5)
-    assert learning_rate(config, 0, 0) == pytest.approx(2.5e-4)  # the warm-up still applies
-    with pytest.raises(ValueError, match="lr_schedule"):
-        TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", lr_schedule="step")
-    with pytest.raises(ValueError, match="lr_final"):
-        TrainConfig(workdir="w", train_shards=("s",), vocab_path="v", normalizer_path="n", lr_final=1.5)
-
-
-def test_sparse_ctc_matches_tf_and_keras_reference():
-    from deepspeech2.model import ctc_loss
-    from deepspeech2.train.ctc import sparse_ctc_loss
-
-    rng = np.random.default_rng()
-    logits = rng.normal(size=(4, 30, 29)).astype(np.float32)
-    labels = rng.integers(1, 29, (4, 10)).astype(np.int32)
-    label_lengths = np.array([10, 7, 3, 1], np.int32)
-    logit_lengths = np.array([30, 25, 12, 5], np.int32)
-    labels[np.arange(10)[None] >= label_lengths[:, None]] = 0
-    ours = sparse_ctc_loss(labels, label_lengths, logits, logit_lengths).numpy()
-    np.testing.assert_allclose(ours, ctc_loss(labels, label_lengths, logits, logit_lengths), rtol=1e-4)
-    dense = tf.nn.ctc_loss(labels, logits, label_lengths, logit_lengths, logits_time_major=False, blank_index=0)
-    np.testing.assert_allclose(ours, dense.numpy(), rtol=1e-4)
-
-
-def test_masked_ctc_is_the_reference_on_utterances_and_zero_on_filler():
-    rng = np.random.default_rng(1)
-    logits = tf.constant(rng.normal(size=(4, 20, 29)).astype(np.float32))
-    labels = np.array([[3, 4, 5], [0, 0, 0], [7, 8, 0], [0, 0, 0]], np.int32)
-    label_lengths = np.array([3, 0, 2, 0], np.int32)
-    logit_lengths = np.array([20, 0, 9, 4], np.int32)  # filler: no frames in, no steps or a few out
-    rows = logit_lengths > 0
-    rows[3] = False
-    with tf.GradientTape() as tape:
-        tape.watch(logits)
-        ours = ctc.masked_ctc_loss(labels, label_lengths, logits, logit_lengths, tf.constant(rows))
-        total = tf.reduce_sum(ours)
-    grad = tape.gradient(total, logits).numpy()
-    reference = tf.nn.ctc_loss(labels[rows], tf.boolean_mask(logits, rows), label_lengths[rows], logit_lengths[rows],
-                               logits_time_major=False, blank_index=0)
-    np.testing.assert_allclose(ours.numpy()[rows], reference.numpy(), rtol=1e-5)
-    assert ours.numpy()[~rows].tolist() == [0.0, 0.0] and not grad[~rows].any() and np.isfinite(grad).all()
-    none = ctc.masked_ctc_loss(np.zeros((2, 0), np.int32), np.zeros(2, np.int32), logits[:2], np.zeros(2, np.int32),
-                               tf.constant([False, False]))  # a replica with filler alone
-    assert none.numpy().tolist() == [0.0, 0.0]
-
-
-@pytest.mark.parametrize("label_length, uses_cudnn_path", [(256, True), (300, False)])
-def test_labels_longer_than_cudnn_allows_fall_back_to_tf_kernel(monkeypatch, label_length, uses_cudnn_path):
-
-    rng = np.random.default_rng(0)
-    logits = rng.normal(size=(2, 700, 29)).astype(np.float32)
-    labels = rng.integers(1, 29, (2, label_length)).astype(np.int32)
-    lengths = np.array([label_length, 50], np.int32)
-    labels[1, 50:] = 0
-    logit_lengths = np.array([700, 600], np.int32)
-    reference = tf.nn.ctc_loss(labels, logits, lengths, logit_lengths, logits_time_major=False, blank_index=0)
-    calls = []
-    real = tf.nn.ctc_loss
-
-    def spy(*args, **kwargs):  # the call that becomes cuDNN's kernel on a GPU
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(ctc.tf.nn, "ctc_loss", spy)
-    # Eager: tf.cond runs only the branch the guard picks.
-    ours = ctc.sparse_ctc_loss(labels, lengths, logits, logit_lengths, gpu=True)
-    assert bool(calls) == uses_cudnn_path
-    np.testing.assert_allclose(ours.numpy(), reference.numpy(), rtol=1e-4)
-
-
 def test_bf16_mixed_precision(data, tmp_path):
-    fp32 = train(_config(data, tmp_path / "fp32", epochs=1, benchmark_max_step=2, dev_shards=()))
+    fp32 = train(_config(data, tmp_path / "fp32", epochs=1, benchmark=BenchmarkConfig(max_step=2), dev_shards=()))
     result = train(_config(data, tmp_path / "bf16", epochs=1, mixed_precision="mixed_bfloat16",
-                           benchmark_max_step=2, dev_shards=()))
+                           benchmark=BenchmarkConfig(max_step=2), dev_shards=()))
     model = result["model"]
     assert result["benchmark"]["fp_item"] == "bf16"
     assert model.get_layer("rnn0").input_projection.compute_dtype == "bfloat16"  # matmuls in bf16
@@ -406,7 +324,8 @@ def test_non_finite_batches_are_skipped_then_stop_the_job(data, tmp_path, monkey
 
 
 def test_jit_compile_step_matches_eager_step(data, tmp_path):
-    kw = dict(epochs=1, benchmark_max_step=1, dev_shards=(), optimizer="sgd")  # SGD: see the mirrored test
+    kw = dict(epochs=1, benchmark=BenchmarkConfig(max_step=1), dev_shards=(),
+              optimization=dataclasses.replace(FAST, optimizer="sgd"))  # SGD: see the mirrored test
     plain = train(_config(data, tmp_path / "plain", **kw))
     jit = train(_config(data, tmp_path / "jit", jit_compile=True, **kw))
     np.testing.assert_allclose(jit["loss"], plain["loss"], rtol=1e-4)
@@ -552,7 +471,8 @@ def test_cli_errors_are_one_line(data, tmp_path):
 
 def _stop_mid_epoch(data, run, **kw):
     """Train 2 of the epoch's 4 batches with a checkpoint after each: the workdir a run killed there leaves."""
-    return train(_config(data, run, epochs=1, benchmark_max_step=2, checkpoint_every_steps=1, dev_shards=(), **kw))
+    return train(_config(data, run, epochs=1, benchmark=BenchmarkConfig(max_step=2),
+                         checkpoints=CheckpointConfig(every_steps=1), dev_shards=(), **kw))
 
 
 def test_resume_mid_epoch_equals_an_uninterrupted_run(data, tmp_path):

@@ -41,17 +41,23 @@ _REPLICAS = textwrap.dedent("""
     from deepspeech2.data.pipeline import PipelineConfig, make_dataset
     from deepspeech2.model import TINY
     import deepspeech2.train.trainer as T
+    from deepspeech2.train.config import BenchmarkConfig, OptimizationConfig
 
     data, out, scenario = sys.argv[1:4]
+    ADAM = OptimizationConfig(warmup_steps=1, learning_rate=1e-2)
+    # SGD: its update is linear in the gradient (Adam's m / sqrt(v) would turn float noise on a ~0 gradient into
+    # a full-size step), so the weights compare as tightly as the gradients do.
+    SGD = OptimizationConfig(warmup_steps=1, learning_rate=1e-2, clipnorm=0.5, optimizer="sgd")
 
     def trainer(workdir, mirrored, **kw):  # mirrored: over that many replicas (True: 2)
         devices = [f"/cpu:{i}" for i in range(int(mirrored) + (mirrored is True))]
         T.select_strategy = ((lambda: tf.distribute.MirroredStrategy(devices)) if mirrored
                              else (lambda: tf.distribute.OneDeviceStrategy("/cpu:0")))
         kw.setdefault("pipeline", PipelineConfig(batch_size=8, num_buckets=0))
+        kw.setdefault("optimization", ADAM)
         config = T.TrainConfig(workdir=workdir, train_shards=(data + "/shards",), vocab_path=data + "/vocab.txt",
                                normalizer_path=data + "/mean_std.npz", model=TINY, model_name="tiny",
-                               warmup_steps=1, learning_rate=1e-2, verbose=0, seed=3, **kw)
+                               verbose=0, seed=3, **kw)
         return T.Trainer(config)
 
     def replicas_of(model):  # every weight as its copy on each replica
@@ -60,10 +66,8 @@ _REPLICAS = textwrap.dedent("""
     result = {}
     if scenario == "one_step":
         for mirrored in (False, True):
-            # SGD: its update is linear in the gradient (Adam's m / sqrt(v) would turn float noise on a ~0
-            # gradient into a full-size step), so the weights compare as tightly as the gradients do.
-            t = trainer(out + f"/run{int(mirrored)}", mirrored, epochs=1, benchmark_max_step=1, clipnorm=0.5,
-                        optimizer="sgd")
+            t = trainer(out + f"/run{int(mirrored)}", mirrored, epochs=1, benchmark=BenchmarkConfig(max_step=1),
+                        optimization=SGD)
             t.fit()
             result[f"weights{int(mirrored)}"] = [[r.tolist() for r in w] for w in replicas_of(t.model)]
             result[f"names"] = [w.path for w in t.model.weights]
@@ -71,7 +75,7 @@ _REPLICAS = textwrap.dedent("""
             result[f"loss{int(mirrored)}"] = t.history["loss"]
     elif scenario == "ema":
         for mirrored in (False, True):
-            t = trainer(out + f"/run{int(mirrored)}", mirrored, epochs=1, clipnorm=0.5, optimizer="sgd", ema_decay=0.5)
+            t = trainer(out + f"/run{int(mirrored)}", mirrored, epochs=1, optimization=SGD, ema_decay=0.5)
             t.fit()  # two steps; the bundles are saved with the average swapped in, then swapped back
             result[f"ema{int(mirrored)}"] = [[np.array(x).tolist() for x in getattr(e, "values", (e,))]
                                              for e in t.ema]
@@ -82,7 +86,7 @@ _REPLICAS = textwrap.dedent("""
             replica = tf.distribute.get_replica_context().replica_id_in_sync_group
             return real(*args) * tf.where(tf.equal(replica, 1), np.float32(np.nan), np.float32(1.0))
         T.masked_ctc_loss = poisoned
-        t = trainer(out + "/run", True, epochs=1, benchmark_max_step=1, max_bad_batches=5)
+        t = trainer(out + "/run", True, epochs=1, benchmark=BenchmarkConfig(max_step=1), max_bad_batches=5)
         before = replicas_of(t.model)
         t.fit()
         after = replicas_of(t.model)
@@ -95,7 +99,7 @@ _REPLICAS = textwrap.dedent("""
         # replicas (nor always over 2).
         replicas, epochs = (int(x) for x in scenario.split("_")[-2:])
         for r in (0, replicas):
-            t = trainer(out + f"/run{r}", r, epochs=epochs, clipnorm=0.5, optimizer="sgd",
+            t = trainer(out + f"/run{r}", r, epochs=epochs, optimization=SGD,
                         pipeline=PipelineConfig(batch_size=6, num_buckets=2))
             t.fit()
             result[f"loss{r}"] = t.history["loss"]
@@ -105,7 +109,7 @@ _REPLICAS = textwrap.dedent("""
         # What tf.distribute hands the replicas of a worker whose data ended before its peers': no rows and no
         # frames. The step trains on the other replica's batch as one device would.
         for r in (0, 2):
-            t = trainer(out + f"/run{r}", r, epochs=1, clipnorm=0.5, optimizer="sgd")
+            t = trainer(out + f"/run{r}", r, epochs=1, optimization=SGD)
             batch = next(iter(make_dataset(t.config.train_shards, t.feature_config, t.normalizer, None, t.pipeline,
                                            model_config=t.config.model)))
             empty = (tf.zeros((0, 0, batch[0].shape[-1])), tf.zeros((0,), tf.int32), tf.zeros((0, 0), tf.int32),
@@ -117,7 +121,8 @@ _REPLICAS = textwrap.dedent("""
             result[f"loss{r}"] = [float(t.strategy.experimental_local_results(step(*batch)[0])[0])]
             result[f"weights{r}"] = [[x.tolist() for x in w] for w in replicas_of(t.model)]
     elif scenario == "anneal_per_epoch":
-        t = trainer(out + "/run", True, epochs=2, lr_decay=0.5,
+        t = trainer(out + "/run", True, epochs=2, optimization=OptimizationConfig(warmup_steps=1, learning_rate=1e-2,
+                                                                                lr_decay=0.5),
                     pipeline=PipelineConfig(batch_frames=800, num_buckets=2))
         t.fit()
         result["lr"] = t.history["lr"]
@@ -204,13 +209,14 @@ def test_two_workers_stay_identical(data, tmp_path):
         import sys, numpy as np
         from deepspeech2.data.pipeline import PipelineConfig
         from deepspeech2.model import TINY
-        from deepspeech2.train.config import TrainConfig
+        from deepspeech2.train.config import OptimizationConfig, TrainConfig
         from deepspeech2.train.trainer import train
         d = {str(data)!r}
         config = TrainConfig(workdir={str(tmp_path / 'run')!r}, train_shards=(d + "/shards",),
                              vocab_path=d + "/vocab.txt", normalizer_path=d + "/mean_std.npz", model=TINY,
                              model_name="tiny", pipeline=PipelineConfig(batch_size=4, num_buckets=0,
-                             drop_remainder=True), epochs=1, warmup_steps=1, verbose=0)
+                             drop_remainder=True), epochs=1, optimization=OptimizationConfig(warmup_steps=1),
+                             verbose=0)
         result = train(config)
         np.save(sys.argv[1], np.concatenate([w.numpy().ravel() for w in result["model"].weights]))
         print("steps", result["step"])
@@ -236,14 +242,15 @@ _WORKER = textwrap.dedent("""
     import sys, numpy as np
     from deepspeech2.data.pipeline import PipelineConfig
     from deepspeech2.model import TINY
-    from deepspeech2.train.config import TrainConfig
+    from deepspeech2.train.config import CheckpointConfig, OptimizationConfig, TrainConfig
     from deepspeech2.train.trainer import train
     d, workdir, out, *batch = sys.argv[1:]
     pipeline = (PipelineConfig(batch_size=int(batch[0]), num_buckets=2) if batch
                 else PipelineConfig(batch_size=2, num_buckets=0, drop_remainder=True))
     config = TrainConfig(workdir=workdir, train_shards=(d + "/shards",), vocab_path=d + "/vocab.txt",
                          normalizer_path=d + "/mean_std.npz", model=TINY, model_name="tiny", pipeline=pipeline,
-                         epochs=1 + bool(batch), warmup_steps=1, checkpoint_every_steps=1, verbose=1)
+                         epochs=1 + bool(batch), optimization=OptimizationConfig(warmup_steps=1),
+                         checkpoints=CheckpointConfig(every_steps=1), verbose=1)
     result = train(config)
     np.save(out, np.concatenate([w.numpy().ravel() for w in result["model"].weights]))
     print("steps", result["step"], flush=True)

@@ -5,8 +5,9 @@
 
 A module may import its own stage and the stages above it in `STAGES`, never one below: data never reaches the
 Keras model, the online input pipeline (data) never imports the offline preparation (prepare), decode needs no model
-code (so the server can use it), export never imports serving, and only the CLIs (bin/) import absl.
-tests/test_architecture.py runs `violations` on the repository.
+code (so the server can use it), export never imports serving, and only the CLIs (bin/) import absl. Importing a
+bin/ module defines its flags and does nothing else (`side_effects`).
+tests/test_architecture.py runs `violations` and `side_effects` on the repository.
 """
 
 from __future__ import annotations
@@ -96,6 +97,64 @@ def violations(root: Path = REPO) -> list[str]:
     return sorted(set(bad))
 
 
+# What a bin/ module may do at its top level, besides imports, defs, classes and docstrings: define its flags.
+# absl's `flags.*` calls (DEFINE_*, mark_flags_as_required, adopt_module_key_flags) and a bin helper's
+# `define_flags(...)` register flags, the one thing a command must do at import for absl to parse them.
+def _is_flag_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return (isinstance(func.value, ast.Name) and func.value.id == "flags") or func.attr == "define_flags"
+    return isinstance(func, ast.Name) and func.id == "define_flags"
+
+
+def _top_level_problem(node: ast.stmt) -> str | None:
+    """Why `node`, a statement at a bin/ module's top level, is a side effect of importing it (None: it isn't)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return None
+    if isinstance(node, ast.Try) and not node.orelse and not node.finalbody and all(
+            isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body + [s for h in node.handlers for s in h.body]):
+        return None  # `try: from . import x` / `except ImportError: import x` (python bin/ds2_x.py)
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+        return None  # a docstring
+    if isinstance(node, ast.Expr) and _is_flag_call(node.value):
+        return None
+    if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if not all(isinstance(n, ast.Name) for t in targets for n in (t.elts if isinstance(t, ast.Tuple) else [t])):
+            return "an assignment to something else than a name of the module"
+        # A constant, a name, a tuple of them: an assignment that calls nothing (or holds a flag it defines).
+        if _is_flag_call(node.value) or not any(isinstance(n, ast.Call) for n in ast.walk(node.value)):
+            return None
+        return "an assignment that calls a function"
+    if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.left, ast.Name)
+            and node.test.left.id == "__name__" and not node.orelse
+            and [ast.literal_eval(c) for c in node.test.comparators] == ["__main__"]):
+        return None
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return "a call"
+    return f"a statement ({type(node).__name__})"
+
+
+def side_effects(root: Path = REPO) -> list[str]:
+    """One line per statement at the top level of a bin/ module that does something when the module is imported.
+
+    Allowed there: imports (also in a `try` that falls back to another import), defs, classes, docstrings, assignments that call nothing (constants, names, tuples),
+    flag definitions (`_is_flag_call`) and the `if __name__ == "__main__":` block. Anything else (quieting a
+    library, creating an object, reading a file, an `if` or `try`) belongs in a function the command calls: what
+    importing a command does must not depend on who imports it, or in what order.
+    """
+    bad = []
+    for path in sorted((root / "bin").glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+            problem = _top_level_problem(node)
+            if problem:
+                code = ast.get_source_segment(path.read_text(encoding="utf-8"), node) or ""
+                bad.append(f"{path.relative_to(root)}:{node.lineno}: {problem} at import: {code.splitlines()[0]}")
+    return bad
+
+
 def draw(out: Path, root: Path = REPO) -> None:
     """The stages as a matrix: row = the importing stage, column = the imported one, the number of module imports
     in the cell. The flow allows the lower triangle and the diagonal only; a cell above it is drawn red."""
@@ -137,8 +196,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.png:
         draw(Path(args.png))
-    bad = violations()
-    print("\n".join(bad) or "no import against the flow")
+    bad = violations() + side_effects()
+    print("\n".join(bad) or "no import against the flow, no side effect of importing a command")
     return 1 if bad else 0
 
 

@@ -32,6 +32,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -211,6 +212,22 @@ def split_over_replicas(batch: tuple, replicas: int) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices(tuple(parts))
 
 
+def fill_empty_batch(features, feature_lengths, labels, label_lengths, min_frames: int):
+    """The batch, with one row of no frames added when it has none, and zero frames added up to `min_frames`, the
+    shortest input the model takes.
+
+    tf.distribute hands a replica an empty batch (no rows, often no frames) where a worker's data ends before its
+    peers': the replica must still run the step, since every synchronized BatchNorm and the gradients' all-reduce
+    wait for it; with the filler row it runs as usual and adds nothing. A batch with rows is returned as it is
+    (`make_dataset` gives every step's replicas batches of one shape).
+    """
+    pad_rows = tf.maximum(1 - tf.shape(features)[0], 0)
+    pad_frames = tf.maximum(min_frames - tf.shape(features)[1], 0)
+    features = tf.pad(features, [[0, pad_rows], [0, pad_frames], [0, 0]])
+    return (features, tf.pad(feature_lengths, [[0, pad_rows]]), tf.pad(labels, [[0, pad_rows], [0, 0]]),
+            tf.pad(label_lengths, [[0, pad_rows]]))
+
+
 def make_dataset(
     shard_dirs: Sequence[str],
     feature_config: FeatureConfig,
@@ -251,47 +268,77 @@ def make_dataset(
         raise ValueError(f"the normalizer was computed for {normalizer.feature_config} but the pipeline uses "
                          f"{feature_config}; recompute it with ds2-compute-stats")
     shards = ShardSet.load(shard_dirs)
+    share = _share(config, input_context)
+    if share.pipelines > 1:
+        if len(shards.files) < share.pipelines:
+            raise ValueError(f"{len(shards.files)} shards cannot be split over {share.pipelines} workers; re-run "
+                             "ds2-make-shards with --num_shards >= the number of workers")
+        shards = shards.select(share.pipelines, share.pipeline_id)
     sorted_epoch = not training or (config.sortagrad and epoch == 0)
     seed = config.seed + epoch
-    batch = config.batch_size  # utterances per batch of this pipeline, all its replicas together
-    pipeline_id, pipelines, replicas = 0, 1, 1
-    if input_context is not None:
-        pipeline_id, pipelines = input_context.input_pipeline_id, input_context.num_input_pipelines
-        replicas = input_context.num_replicas_in_sync // pipelines
-        if not config.batch_frames and config.batch_size % pipelines:
-            raise ValueError(f"`batch_size` {config.batch_size} is the global batch: it must divide evenly over the "
-                             f"{pipelines} workers; give a multiple of {pipelines}")
-        batch = config.batch_size // pipelines
-        if input_context.num_input_pipelines > 1:
-            if len(shards.files) < input_context.num_input_pipelines:
-                raise ValueError(f"{len(shards.files)} shards cannot be split over "
-                                 f"{input_context.num_input_pipelines} workers; re-run ds2-make-shards with "
-                                 "--num_shards >= the number of workers")
-            shards = shards.select(input_context.num_input_pipelines, input_context.input_pipeline_id)
-    percentiles = shards.percentiles()
-
-    if sorted_epoch:
-        # k-way merge of the sorted shards into one sorted stream (SortaGrad's first epoch).
-        ds = tf.data.Dataset.choose_from_datasets(
-            [tf.data.TFRecordDataset(f) for f in shards.files],
-            tf.data.Dataset.from_tensor_slices(shards.merge_order()))
-    else:
-        plan = shuffle_plan(shards.counts, config.shuffle_block, seed)
-        files = tf.constant(shards.files)
-
-        def read_block(f, start, count):
-            return tf.data.TFRecordDataset(tf.gather(files, f), buffer_size=BLOCK_READ_BUFFER).skip(start).take(count)
-
-        ds = tf.data.Dataset.from_tensor_slices((plan[:, 0], plan[:, 1], plan[:, 2]))
-        ds = ds.interleave(read_block, cycle_length=min(len(plan), BLOCKS_IN_FLIGHT), block_length=1,
-                           num_parallel_calls=AUTOTUNE, deterministic=True)
-        ds = ds.shuffle(config.shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
-
+    ds = _sorted_records(shards) if sorted_epoch else _shuffled_records(shards, config.shuffle_block,
+                                                                        config.shuffle_buffer, seed)
     augment = augmentation if training and augmentation else None
+    ds = _utterances(ds, feature_config, normalizer, augment, config, (config.seed, epoch, share.pipeline_id),
+                     keep_text, model_config)
+    ds = _batches(ds, shards.percentiles(), feature_config, config, share, sorted_epoch, seed, keep_text)
+    return _with_options(ds, config.deterministic).prefetch(PREFETCH_BATCHES)
+
+
+class _Share(NamedTuple):
+    """This input pipeline's place among the others, and its part of the global batch."""
+
+    pipeline_id: int  # which input pipeline (worker) this is
+    pipelines: int  # input pipelines (workers) in all
+    replicas: int  # replicas this pipeline feeds
+    batch: int  # utterances per batch of this pipeline, all its replicas together (batching by count)
+
+
+def _share(config: PipelineConfig, input_context: tf.distribute.InputContext | None) -> _Share:
+    if input_context is None:
+        return _Share(0, 1, 1, config.batch_size)
+    pipelines = input_context.num_input_pipelines
+    if not config.batch_frames and config.batch_size % pipelines:
+        raise ValueError(f"`batch_size` {config.batch_size} is the global batch: it must divide evenly over the "
+                         f"{pipelines} workers; give a multiple of {pipelines}")
+    return _Share(input_context.input_pipeline_id, pipelines, input_context.num_replicas_in_sync // pipelines,
+                  config.batch_size // pipelines)
+
+
+def _sorted_records(shards: ShardSet) -> tf.data.Dataset:
+    """The serialized records of `shards` in increasing duration: a k-way merge of the sorted shards into one
+    sorted stream (SortaGrad's first epoch, and evaluation order)."""
+    return tf.data.Dataset.choose_from_datasets([tf.data.TFRecordDataset(f) for f in shards.files],
+                                                tf.data.Dataset.from_tensor_slices(shards.merge_order()))
+
+
+def _shuffled_records(shards: ShardSet, block: int, buffer: int, seed: int) -> tf.data.Dataset:
+    """The serialized records of `shards` in a shuffled order: blocks of `block` records at random places of
+    random shards (`shuffle_plan`), `BLOCKS_IN_FLIGHT` of them read in turn, then shuffled in a `buffer`."""
+    plan = shuffle_plan(shards.counts, block, seed)
+    files = tf.constant(shards.files)
+
+    def read_block(f, start, count):
+        return tf.data.TFRecordDataset(tf.gather(files, f), buffer_size=BLOCK_READ_BUFFER).skip(start).take(count)
+
+    ds = tf.data.Dataset.from_tensor_slices((plan[:, 0], plan[:, 1], plan[:, 2]))
+    ds = ds.interleave(read_block, cycle_length=min(len(plan), BLOCKS_IN_FLIGHT), block_length=1,
+                       num_parallel_calls=AUTOTUNE, deterministic=True)
+    return ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
+
+
+def _utterances(records: tf.data.Dataset, feature_config: FeatureConfig, normalizer: Normalizer | None,
+                augment: Augmentation | None, config: PipelineConfig, stream_key: tuple[int, int, int],
+                keep_text: bool, model_config: ModelConfig | None) -> tf.data.Dataset:
+    """Each record parsed, augmented (waveform), filtered (durations, CTC), featurized, normalized and augmented
+    (features): `(features, feature_lengths, labels, label_lengths[, text])` per utterance.
+
+    `stream_key` is (seed, epoch, input pipeline): with the record's position it keys its augmentation draws.
+    """
     # A record's key for the augmentation draws is (this epoch and pipeline's stream, the record's position),
     # the position from `enumerate`, before the parallel maps, so the key stays with the record whatever
     # order they run in. Distinct keys are independent streams for the stateless (Philox) ops.
-    hi, lo = (int(x) for x in np.random.SeedSequence([config.seed, epoch, pipeline_id]).generate_state(2))
+    hi, lo = (int(x) for x in np.random.SeedSequence(list(stream_key)).generate_state(2))
     stream = (hi << 31) | (lo >> 1)  # 63 bits: a non-negative int64
 
     def waveform(position, serialized):
@@ -322,28 +369,38 @@ def make_dataset(
         out = (feats, n, r["labels"], tf.shape(r["labels"], out_type=tf.int32)[0])
         return out + (r["text"],) if keep_text else out
 
-    ds = ds.enumerate().map(waveform, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
+    ds = records.enumerate().map(waveform, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
     ds = ds.filter(usable)
-    ds = ds.map(features, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
+    return ds.map(features, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
 
+
+def _batches(utterances: tf.data.Dataset, percentiles: list[float], feature_config: FeatureConfig,
+             config: PipelineConfig, share: _Share, sorted_epoch: bool, seed: int, keep_text: bool) -> tf.data.Dataset:
+    """Padded batches: by length bucket (shuffled epochs, or `batch_frames`), else plain; with several replicas
+    each batch split into one per replica (`split_over_replicas`)."""
     dim = feature_config.dim
     padded_shapes = ([None, dim], [], [None], []) + (([],) if keep_text else ())
     padding_values = (0.0, 0, 0, 0) + (("",) if keep_text else ())
     # A sorted epoch needs no buckets for count batches: neighbours already have similar lengths.
     if config.batch_frames or (config.num_buckets and not sorted_epoch):
-        boundaries, sizes = bucket_plan(percentiles, feature_config, config, batch, replicas, pipelines)
-        ds = ds.bucket_by_sequence_length(
+        boundaries, sizes = bucket_plan(percentiles, feature_config, config, share.batch, share.replicas,
+                                        share.pipelines)
+        ds = utterances.bucket_by_sequence_length(
             lambda feats, n, *_: n, boundaries, sizes, padded_shapes=padded_shapes,
             padding_values=padding_values, drop_remainder=config.drop_remainder)
         if not sorted_epoch:  # buckets fill at different rates; mix the order of the finished batches too
             ds = ds.shuffle(64, seed=seed)
     else:
-        ds = ds.padded_batch(batch, padded_shapes, padding_values, drop_remainder=config.drop_remainder)
-    if replicas > 1:
-        ds = ds.flat_map(lambda *b: split_over_replicas(b, replicas))
+        ds = utterances.padded_batch(share.batch, padded_shapes, padding_values, drop_remainder=config.drop_remainder)
+    if share.replicas > 1:
+        ds = ds.flat_map(lambda *b: split_over_replicas(b, share.replicas))
+    return ds
+
+
+def _with_options(ds: tf.data.Dataset, deterministic: bool) -> tf.data.Dataset:
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.FILE
-    options.deterministic = config.deterministic
+    options.deterministic = deterministic
     # Parallelism comes from the parallel maps; one thread per op avoids oversubscribing the cores.
     options.threading.max_intra_op_parallelism = 1
     # No autotuning model: AUTOTUNE parallelism is then the thread pool's size (one per core). Its background
@@ -351,7 +408,7 @@ def make_dataset(
     # its pass was done: 35-45 s between epochs on 2 cores, a quarter of the tiny recipe's epoch. The
     # pipeline is not the bottleneck either way (it makes the tiny epoch in 3.5 s with or without it).
     options.autotune.enabled = False
-    return ds.with_options(options).prefetch(PREFETCH_BATCHES)
+    return ds.with_options(options)
 
 
 def count_infeasible(shard_dirs: Sequence[str], feature_config: FeatureConfig, model_config: ModelConfig,

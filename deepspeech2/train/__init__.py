@@ -16,7 +16,7 @@ restored too), from one all-reduced decision. Sequence-wise BN is synchronized a
 the same global batch.
 
 Work directory layout:
-    checkpoints/   tf.train checkpoints, every `checkpoint_every_steps` and at each epoch end, each with a
+    checkpoints/   tf.train checkpoints, every `checkpoints.every_steps` and at each epoch end, each with a
                    ckpt-N.data_order.json beside it: what fixes the order of the epoch's batches (`data_order`),
                    compared on resume. Every worker of a cluster resumes from here; the others write theirs to
                    workertemp_<task id>/, which nobody reads (TF's multi-worker checkpoint layout)
@@ -38,13 +38,17 @@ Work directory layout:
     learning_curve.png
 
 The stages, a module each:
-    config.py          `TrainConfig`: everything one run needs, saved in the model bundle
+    config.py          `TrainConfig`: everything one run needs, saved in the model bundle, with the optimizer and
+                       schedule, the checkpoints and a benchmark's limits each in a config of its own
     trainer.py         `train` and `Trainer`: set-up, restore, the replica step, the epoch loop, the epoch's end
     schedule.py        the optimizer and its learning rate: warm-up, then a per-epoch anneal
     ctc.py             the CTC loss through TF's kernels (cuDNN's with a fallback for long transcripts)
     strategy.py        one device, all local GPUs or a cluster; who is the chief; SIGTERM across workers
     precision.py       what `--mixed_precision auto` stands for on this machine
-    resume.py          what orders an epoch's batches, saved beside each checkpoint and checked on resume
+    resume.py          the newest readable checkpoint, and the records beside each one checked on resume: what
+                       orders an epoch's batches, the model's config; the workers of a cluster agree
+    averaging.py       the weights' moving average (`ema_decay`) and the mean of the last epochs' (`average_epochs`)
+    summaries.py       TensorBoard's scalars and examples, the log lines, the benchmark line
     dev.py             the dev set's greedy WER/CER at each epoch's end
-    learning_curve.py  epochs.json drawn as learning_curve.png
+    learning_curve.py  epochs.json, read back on resume and drawn as learning_curve.png
 """

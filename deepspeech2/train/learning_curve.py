@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def read_epochs(workdir: Path) -> list[dict]:
+    """The epoch records of workdir/epochs.json ([] without one, or when it is not valid JSON: a new one starts)."""
+    path = workdir / "epochs.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+    except json.JSONDecodeError:
+        logger.warning("%s is not valid JSON; starting a new one", path)
+        return []
 
 
 def plot_learning_curve(epochs: list[dict], png: str | Path) -> None:

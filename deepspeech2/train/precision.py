@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+
+import keras
 import tensorflow as tf
 
 from deepspeech2.train.config import MIXED_POLICIES
@@ -61,3 +64,16 @@ def auto_precision(cpu_flags: set[str] | None = None,
     if native:
         return "mixed_bfloat16", f"this CPU ({', '.join(native)}; no GPU seen)"
     return "", "this CPU (no bf16 instructions; no GPU seen)"
+
+
+@contextlib.contextmanager
+def global_policy(policy: str):
+    """Keras's global dtype policy set to `policy` ("": float32, left as it is) for the block, and put back after
+    it: the policy is process-global, and a run must not leave its own to the code that follows."""
+    previous = keras.mixed_precision.global_policy()
+    if policy:
+        keras.mixed_precision.set_global_policy(policy)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)

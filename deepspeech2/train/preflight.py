@@ -75,10 +75,11 @@ def dry_run(config) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="ds2-dry-run-") as workdir:
         # The real run's data and model; a shuffled epoch, so the timed steps mix short and long utterances.
-        probe = dataclasses.replace(config, workdir=workdir, dev_shards=(), init_model_path="", ema_decay=0.0,
-                                    average_epochs=0, verbose=0, benchmark_max_step=DRY_RUN_WARMUP + DRY_RUN_STEPS,
-                                    checkpoint_every_steps=10**9, pipeline=dataclasses.replace(config.pipeline,
-                                                                                            sortagrad=False))
+        probe = dataclasses.replace(
+            config, workdir=workdir, dev_shards=(), init_model_path="", ema_decay=0.0, average_epochs=0, verbose=0,
+            benchmark=dataclasses.replace(config.benchmark, max_step=DRY_RUN_WARMUP + DRY_RUN_STEPS),
+            checkpoints=dataclasses.replace(config.checkpoints, every_steps=10**9),
+            pipeline=dataclasses.replace(config.pipeline, sortagrad=False))
         trainer = Trainer(probe)
         lines = describe(trainer)
         trainer.fit()

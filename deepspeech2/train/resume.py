@@ -15,6 +15,7 @@ import tensorflow as tf
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.data.shards import load_index
 from deepspeech2.features import FeatureConfig
+from deepspeech2.fileio import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,116 @@ def read_record(checkpoint: str, suffix: str) -> dict | None:
         return json.loads(Path(checkpoint + suffix).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def restore_newest(ckpt_dir: Path, latest: str, check, restore) -> tuple[str, list[str]]:
+    """Restore the newest checkpoint of `ckpt_dir` that can be read: `latest` first, then the older ones kept beside
+    it (a truncated or damaged file: a disk that filled, a copy cut short).
+
+    Args:
+        check: called with each path before it is restored; what it raises is not caught (`check_model`).
+        restore: restores a path; whatever it raises marks that checkpoint unreadable.
+
+    Returns:
+        The path restored, and the problems of the newer ones, "name: error" each.
+
+    Raises:
+        ValueError: no checkpoint can be read.
+    """
+    state = tf.train.get_checkpoint_state(str(ckpt_dir))
+    older = [p for p in (state.all_model_checkpoint_paths if state else []) if p != latest]
+    problems = []
+    for path in [latest] + older[::-1]:
+        check(path)
+        try:
+            restore(path)
+        except Exception as e:  # TF's reader raises OpErrors, IndexError, ValueError, AssertionError...
+            problems.append(f"{Path(path).name}: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+            continue
+        return path, problems
+    raise ValueError(f"no checkpoint in `{ckpt_dir}` can be read ({'; '.join(problems)}): restore one from a "
+                     "backup, or move the folder away to train from the start")
+
+
+def write_records(folder: Path, step: int, order: dict, model: dict) -> None:
+    """Write checkpoint `step`'s records (`data_order`, the model's config) into `folder`. Written before the
+    checkpoint, so that a checkpoint never lacks them; `prune_records` deletes those of an unfinished one."""
+    write_json(folder / f"ckpt-{step}{DATA_ORDER_SUFFIX}", order)
+    write_json(folder / f"ckpt-{step}{MODEL_SUFFIX}", model)
+
+
+def prune_records(folder: Path, checkpoints: list[str]) -> None:
+    """Delete the records in `folder` of every checkpoint but `checkpoints` (the ones the manager keeps)."""
+    kept = {Path(p).name + suffix for p in checkpoints for suffix in RECORD_SUFFIXES}
+    for suffix in RECORD_SUFFIXES:
+        for record in folder.glob(f"ckpt-*{suffix}"):
+            if record.name not in kept:
+                record.unlink(missing_ok=True)
+
+
+def check_model(checkpoint: str, model: dict, keep_weights: bool) -> list[str]:
+    """What changed in the model (`ModelConfig.to_dict()`) since `checkpoint` was trained, a "key old -> new" each
+    ([] without a record).
+
+    Raises:
+        ValueError: the model changed and `keep_weights` (`restart_epoch` or `init_model_path`) is off: weights
+            trained for one model would silently go on training as another (a feature switched off, a layer
+            resized), a model that is neither.
+    """
+    saved = read_record(checkpoint, MODEL_SUFFIX)
+    changed = changes(saved, model) if saved is not None else []
+    if changed and not keep_weights:
+        raise ValueError(
+            f"checkpoint {Path(checkpoint).name} was trained as another model: {', '.join(changed)}; resuming it as "
+            f"this one would train a model that is neither. Resume with the model settings it was trained with; to "
+            f"start this model from its weights, pass --restart_epoch or --init_model_path; to train it from the "
+            f"start, use another --workdir")
+    return changed
+
+
+def check_data_order(checkpoint: str, order: dict, epoch: int, batch: int) -> None:
+    """Resuming `checkpoint` at `batch` of `epoch` (0-based) skips that many batches of the rebuilt epoch: refuse
+    it when what orders them (`data_order`) changed since; warn when the checkpoint has no record of it.
+
+    Raises:
+        ValueError: the order changed (`restart_epoch` starts the epoch over instead).
+    """
+    saved = read_record(checkpoint, DATA_ORDER_SUFFIX)
+    if saved is None:
+        logger.warning("%s has no readable %s (written by an older ds2-train?): resuming at batch %d assumes "
+                       "the epoch's batches come in the same order", checkpoint, DATA_ORDER_SUFFIX, batch)
+        return
+    changed = changes(saved, order)
+    if changed:
+        raise ValueError(
+            f"checkpoint {Path(checkpoint).name} stopped at batch {batch} of epoch {epoch + 1}, and what orders that "
+            f"epoch's batches has changed since: {', '.join(changed)}; resuming there would skip {batch} batches "
+            f"of another order. To keep the weights and optimizer and start epoch {epoch + 1} over, pass "
+            f"--restart_epoch (`restart_epoch=True`); to go on at batch {batch}, resume with the old settings")
+
+
+def check_workers_agree(strategy: tf.distribute.Strategy, place: tuple[int, int, int], order: dict,
+                        ckpt_dir: Path) -> None:
+    """Refuse to start a cluster whose workers resume from different places (`place`: step, epoch, batch) or
+    order their data differently: a worker that found no checkpoint (a workdir not on a file system they all
+    read) or got other flags would train other weights than its peers, or wait for them forever.
+
+    Raises:
+        ValueError: the workers disagree (nothing is checked on one machine).
+    """
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return
+    digest = int(hashlib.sha256(json.dumps(order, sort_keys=True).encode()).hexdigest()[:15], 16)
+    mine = tf.constant([[*place, digest]], tf.int64)
+    gather = tf.function(lambda: strategy.run(lambda: tf.distribute.get_replica_context().all_gather(mine, axis=0)))
+    rows = strategy.experimental_local_results(gather())[0].numpy()  # (replicas, 4)
+    if (rows != rows[:1]).any():
+        places = sorted({f"step {s} (epoch {e + 1}, batch {b})" for s, e, b, _ in rows.tolist()})
+        raise ValueError(
+            f"the workers of this cluster don't agree on where to resume ({'; '.join(places)}) or on what "
+            f"orders the batches ({len(set(rows[:, 3].tolist()))} different data settings): every worker "
+            f"must read the chief's `{ckpt_dir}` (put the workdir on a file system they all share) and "
+            "get the same flags")
 
 
 def changes(saved: dict, current: dict) -> list[str]:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import json
 import logging
 import math
 import shutil
@@ -15,54 +13,35 @@ import time
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from deepspeech2.bundle import init_from, save_bundle
 from deepspeech2.data.augment.config import parse_augmentation
-from deepspeech2.data.pipeline import count_infeasible, make_dataset
-from deepspeech2.data.shards import load_index, read_shards
-from deepspeech2.features import FeatureConfig, Normalizer
-from deepspeech2.fileio import atomic_write, exclusive_lock, write_json
-from deepspeech2.model import ModelConfig, build_model
+from deepspeech2.data.pipeline import count_infeasible, fill_empty_batch, make_dataset
+from deepspeech2.data.shards import load_index
+from deepspeech2.features import Normalizer
+from deepspeech2.fileio import exclusive_lock, write_json
+from deepspeech2.model import build_model
 from deepspeech2.model.geometry import min_input_frames
 from deepspeech2.progress import step_bar
-from deepspeech2.train.config import TrainConfig
+from deepspeech2.train.config import TrainConfig, resolve_model_config
 from deepspeech2.train.ctc import masked_ctc_loss
 from deepspeech2.train.dev import evaluate
-from deepspeech2.train import preflight
-from deepspeech2.train.learning_curve import plot_learning_curve
-from deepspeech2.train.precision import auto_precision
-from deepspeech2.train.resume import (DATA_ORDER_SUFFIX, MODEL_SUFFIX, RECORD_SUFFIXES, changes, data_order,
-                                      read_record, restore_checkpoint)
+from deepspeech2.train import averaging, preflight
+from deepspeech2.train.learning_curve import plot_learning_curve, read_epochs
+from deepspeech2.train.precision import auto_precision, global_policy
+from deepspeech2.train.resume import (check_data_order, check_model, check_workers_agree, data_order,
+                                      prune_records, restore_checkpoint, restore_newest, write_records)
 from deepspeech2.train.schedule import learning_rate, make_optimizer
+from deepspeech2.train.summaries import benchmark_line, dev_summary, epoch_summary, log_step
 from deepspeech2.train.strategy import (Preempted, gpu_problem, is_chief, is_chief_process, num_workers,
                                          select_strategy)
 from deepspeech2.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)
 
-BENCHMARK_SKIP_STEPS = 10  # steps left out of the final throughput figure (tracing, warm-up)
 FP16_INITIAL_SCALE = 2.0**15  # dynamic loss scaling for mixed_float16, as Keras's LossScaleOptimizer
 FP16_GROWTH_STEPS = 2000  # finite steps in a row before the loss scale doubles
-
-
-def resolve_model_config(model: ModelConfig, feature_config: FeatureConfig, vocab: Vocabulary) -> ModelConfig:
-    """The model config with the vocabulary's size, after checking it takes these features.
-
-    Raises:
-        ValueError: the model is built for another feature kind or size than the normalizer's stats.
-    """
-    if (model.feature_kind, model.feature_dim) != (feature_config.kind, feature_config.dim):
-        raise ValueError(
-            f"the model takes {model.feature_dim}-dim `{model.feature_kind}` features but the normalizer stats "
-            f"are for {feature_config.dim}-dim `{feature_config.kind}` features; recompute the stats with "
-            f"`ds2-compute-stats --feature {model.feature_kind}`, or build the model for these features with "
-            f"--model_overrides '{{\"feature_kind\": \"{feature_config.kind}\", \"feature_dim\": "
-            f"{feature_config.dim}}}'")
-    if model.vocab_size != vocab.size:
-        logger.info("output layer sized to the vocabulary: %d ids", vocab.size)
-    return dataclasses.replace(model, vocab_size=vocab.size)
 
 
 def train(config: TrainConfig, dry_run: bool = False) -> dict:
@@ -85,18 +64,13 @@ def train(config: TrainConfig, dry_run: bool = False) -> dict:
         if config.verbose and is_chief_process():
             print(f"--mixed_precision auto: {policy or 'float32'} for {device} (bf16 only where the hardware "
                   "computes it natively)", flush=True)
-    previous_policy = keras.mixed_precision.global_policy()
-    if config.mixed_precision:
-        keras.mixed_precision.set_global_policy(config.mixed_precision)
-    try:
+    with global_policy(config.mixed_precision):
         if dry_run:
             return preflight.dry_run(config)
         # Two trainers on one workdir would interleave their checkpoints and TensorBoard steps: hold a lock
         # (the chief only: the other workers of a cluster write to temporary folders).
         with exclusive_lock(config.workdir, "a ds2-train") if is_chief_process() else contextlib.nullcontext():
             return Trainer(config).fit()
-    finally:
-        keras.mixed_precision.set_global_policy(previous_policy)  # the policy is process-global
 
 
 class Trainer:
@@ -105,6 +79,20 @@ class Trainer:
 
     def __init__(self, config: TrainConfig):
         keras.utils.set_random_seed(config.seed)  # weight initialization, and TF's global seed
+        self._read_inputs(config)
+        self._place_on_devices()
+        self._plan_epochs()
+        with self.strategy.scope():
+            self._build_model_and_state()
+        self._restore_or_start()
+        self._trace_functions()
+        self._start_records()
+        if self.config.verbose and self.chief:
+            print("\n".join(preflight.describe(self)), flush=True)
+
+    def _read_inputs(self, config: TrainConfig) -> None:
+        """The vocabulary and the normalizer, the model config sized to them, the shards checked against the
+        vocabulary, the augmentation, and the pipeline (with a benchmark's batch size)."""
         self.vocab = Vocabulary.load(config.vocab_path)
         self.normalizer = Normalizer.load(config.normalizer_path)
         self.feature_config = self.normalizer.feature_config
@@ -116,11 +104,14 @@ class Trainer:
                                  "re-run ds2-make-shards with this vocabulary")
         self.augmentation = parse_augmentation(config.augmentation_path or None)
         pipeline = config.pipeline
-        if config.benchmark_batch_size:
-            pipeline = dataclasses.replace(pipeline, batch_size=config.benchmark_batch_size, batch_frames=0)
+        if config.benchmark.batch_size:
+            pipeline = dataclasses.replace(pipeline, batch_size=config.benchmark.batch_size, batch_frames=0)
         self.config, self.pipeline = config, pipeline
         self.min_frames = min_input_frames(config.model)  # a replica's empty batch is filled up to this
 
+    def _place_on_devices(self) -> None:
+        """The distribution strategy, whether this worker is the chief, and the folders its checkpoints go to."""
+        config = self.config
         self.strategy = select_strategy()
         self.chief = is_chief(self.strategy)
         if config.jit_compile and self.strategy.num_replicas_in_sync > 1:
@@ -129,17 +120,20 @@ class Trainer:
         if config.max_train_minutes and isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
             raise ValueError(f"`max_train_minutes`={config.max_train_minutes} needs one machine: each worker's "
                              "clock would end its loop at a different step, and the others would wait forever")
-        workdir = Path(config.workdir)
-        self.workdir = workdir
+        self.workdir = Path(config.workdir)
         # TF's multi-worker checkpoint layout: every worker saves (saving a distributed variable may need its
         # peers), the chief into checkpoints/ and the others each into a folder of their own that nobody reads;
         # every worker restores from checkpoints/, which must be on a file system they all read.
-        self.ckpt_dir = workdir / "checkpoints"
+        self.ckpt_dir = self.workdir / "checkpoints"
         self.write_dir = self.ckpt_dir
         if not self.chief:
             self.write_dir = self.ckpt_dir / f"workertemp_{self.strategy.cluster_resolver.task_id}"
             shutil.rmtree(self.write_dir, ignore_errors=True)  # a killed run's
 
+    def _plan_epochs(self) -> None:
+        """From the shard indexes: the utterances CTC can't fit (skipped), the sorted first epoch's steps, and
+        what orders an epoch's batches (`data_order`, checked when resuming mid-epoch)."""
+        config, pipeline = self.config, self.pipeline
         self.infeasible, total = count_infeasible(config.train_shards, self.feature_config, config.model, pipeline)
         if self.infeasible:
             logger.warning("%d of %d training utterances are too short for their transcripts (CTC can't fit "
@@ -155,65 +149,76 @@ class Trainer:
                                      total - self.infeasible, self.strategy.num_replicas_in_sync,
                                      num_workers(self.strategy))
 
-        with self.strategy.scope():
-            self.model = build_model(config.model, name=config.model_name.replace("-", "_"))
-            self.optimizer = make_optimizer(config)
-            self.optimizer.build(self.model.trainable_variables)
-            self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-            self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-            self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="batch_in_epoch")
-            # The best dev error so far, by the vocabulary's metric (WER; CER without spaces). The checkpoint
-            # keeps the variable's old name.
-            self.best_error = tf.Variable(math.inf, dtype=tf.float64, trainable=False, name="best_dev_wer")
-            fp16 = config.mixed_precision == "mixed_float16"
-            self.loss_scale = tf.Variable(FP16_INITIAL_SCALE if fp16 else 1.0, trainable=False, name="loss_scale")
-            self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="finite_steps_in_a_row")
-            # Shuffled, length-bucketed epochs have no batch count known in advance: the previous epoch's
-            # count is the progress bar's target.
-            self.epoch_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps_of_last_epoch")
-            # `ema_decay`: a moving average of every floating-point model variable (BatchNorm's statistics too).
-            self.ema_sources = [v for v in self.model.variables if v.dtype in ("float32", "float64")] \
-                if config.ema_decay else []
-            self.ema = [tf.Variable(tf.identity(v.value), trainable=False, name="ema") for v in self.ema_sources]
+    def _build_model_and_state(self) -> None:
+        """The model, its optimizer, and the loop's state as variables a checkpoint saves (in the strategy's
+        scope)."""
+        config = self.config
+        self.model = build_model(config.model, name=config.model_name.replace("-", "_"))
+        self.optimizer = make_optimizer(config.optimization)
+        self.optimizer.build(self.model.trainable_variables)
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+        self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="batch_in_epoch")
+        # The best dev error so far, by the vocabulary's metric (WER; CER without spaces). The checkpoint
+        # keeps the variable's old name.
+        self.best_error = tf.Variable(math.inf, dtype=tf.float64, trainable=False, name="best_dev_wer")
+        fp16 = config.mixed_precision == "mixed_float16"
+        self.loss_scale = tf.Variable(FP16_INITIAL_SCALE if fp16 else 1.0, trainable=False, name="loss_scale")
+        self.good_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="finite_steps_in_a_row")
+        # Shuffled, length-bucketed epochs have no batch count known in advance: the previous epoch's
+        # count is the progress bar's target.
+        self.epoch_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="steps_of_last_epoch")
+        # `ema_decay`: a moving average of every floating-point model variable (BatchNorm's statistics too).
+        self.ema_sources = [v for v in self.model.variables if v.dtype in ("float32", "float64")] \
+            if config.ema_decay else []
+        self.ema = [tf.Variable(tf.identity(v.value), trainable=False, name="ema") for v in self.ema_sources]
+
+    def _restore_or_start(self) -> None:
+        """Resume from the newest readable checkpoint, or start from `init_model_path`'s weights (or new ones);
+        then check that a cluster's workers all start from the same place."""
+        config = self.config
         self.checkpoint = self._make_checkpoint(ema=bool(self.ema))
         self.manager = tf.train.CheckpointManager(self.checkpoint, str(self.write_dir),
-                                                  max_to_keep=config.keep_checkpoints if self.chief else 1)
+                                                  max_to_keep=config.checkpoints.keep if self.chief else 1)
         latest = tf.train.latest_checkpoint(str(self.ckpt_dir))
         if latest:
             self._resume(latest)
         elif config.init_model_path:
             init_from(self.model, config.init_model_path)
-            self._reset_ema()
-        self._check_workers_agree()
+            averaging.restart(self.ema, self.ema_sources)
+        place = (int(self.step.numpy()), int(self.epoch.numpy()), int(self.position.numpy()))
+        check_workers_agree(self.strategy, place, self.data_order, self.ckpt_dir)
 
+    def _trace_functions(self) -> None:
         forward = lambda f, n: self.model({"features": f, "feature_lengths": n}, training=True)  # noqa: E731
         # XLA compiles the model's forward and backward pass; the sparse CTC (no XLA kernel) and the
         # update stay outside it.
-        self.forward = tf.function(forward, jit_compile=True) if config.jit_compile else forward
+        self.forward = tf.function(forward, jit_compile=True) if self.config.jit_compile else forward
         self.eval_fn = tf.function(lambda f, n: self.model({"features": f, "feature_lengths": n}, training=False),
                                    reduce_retracing=True)
-        if self.chief and int(self.epoch.numpy()) < config.epochs:
-            self.train_writer = tf.summary.create_file_writer(str(workdir / "tensorboard" / "train"))
-            self.dev_writer = tf.summary.create_file_writer(str(workdir / "tensorboard" / "dev"))
+        self.train_step = None  # traced on the first batch: every epoch's batches have the same spec
+
+    def _start_records(self) -> None:
+        """TensorBoard's writers (the chief's), and this run's records: losses, timings, the epochs so far."""
+        done = int(self.epoch.numpy())
+        if self.chief and done < self.config.epochs:
+            self.train_writer = tf.summary.create_file_writer(str(self.workdir / "tensorboard" / "train"))
+            self.dev_writer = tf.summary.create_file_writer(str(self.workdir / "tensorboard" / "dev"))
         else:  # only the chief's summaries are kept; a re-run of a finished job writes none (no empty event files)
             self.train_writer = self.dev_writer = tf.summary.create_noop_writer()
-        self.train_step = None  # traced on the first batch: every epoch's batches have the same spec
         # Per applied step: loss, learning rate, global gradient norm (before clipping); per epoch: dev WER/CER.
         self.history = {"loss": [], "lr": [], "grad_norm": [], "dev_wer": [], "dev_cer": [],
-                        "epochs_completed": int(self.epoch.numpy())}
+                        "epochs_completed": done}
         self.timings: list[float] = []  # utterances per second of each applied step
         self.step_seconds: list[float] = []  # each step's time, applied or skipped
         self.skipped_batches = 0
         # Epoch records of earlier runs of this workdir (resume), up to the checkpoint's epoch.
-        done = int(self.epoch.numpy())
-        self.epochs = [e for e in _read_epochs(workdir) if e["epoch"] <= done] if self.chief else []
+        self.epochs = [e for e in read_epochs(self.workdir) if e["epoch"] <= done] if self.chief else []
         self.epoch_loss = [0.0, 0]  # this epoch's (sum, count) of applied steps' losses
         # The loss within the epoch for the learning curve: (batch in epoch, mean loss) of each block of
         # `log_every_steps` applied steps, and the block being summed.
         self.loss_blocks: list[tuple[int, float]] = []
         self.loss_block = [0.0, 0]
-        if config.verbose and self.chief:
-            print("\n".join(preflight.describe(self)), flush=True)
 
     def _make_checkpoint(self, ema: bool) -> tf.train.Checkpoint:
         """What a checkpoint holds: the model, optimizer and loop state, and (`ema`) the weights' moving average.
@@ -230,23 +235,12 @@ class Trainer:
                                    loss_scale=self.loss_scale, finite_steps_in_a_row=self.good_steps,
                                    steps_of_last_epoch=self.epoch_steps, **extra)
 
-    def _reset_ema(self) -> None:
-        for shadow, variable in zip(self.ema, self.ema_sources):
-            shadow.assign(variable.value)
-
-    def _swap_ema(self) -> None:
-        """Exchange the model's weights and their moving average (twice: back as they were)."""
-        for shadow, variable in zip(self.ema, self.ema_sources):
-            weights = tf.identity(variable.value)
-            variable.assign(shadow)
-            shadow.assign(weights)
-
     # -- resume -----------------------------------------------------------------------------------------
 
     def _resume(self, latest: str) -> None:
         """Restore the newest checkpoint that can be read, `latest` first, then the older ones kept beside it (a
         truncated or damaged file: a disk that filled, a copy cut short), saying so in one line. A checkpoint of
-        another model (`MODEL_SUFFIX`) is refused unless `restart_epoch` or `init_model_path` asks to keep its
+        another model (`check_model`) is refused unless `restart_epoch` or `init_model_path` asks to keep its
         weights. Mid-epoch, the epoch goes on at the checkpoint's batch only if its batches still come in the order
         they were trained in (`data_order`); with `restart_epoch` the epoch starts over at batch 0 instead.
 
@@ -255,27 +249,12 @@ class Trainer:
                 can be read; mid-epoch, what orders the epoch's batches changed, and `restart_epoch` is off.
         """
         config = self.config
-        state = tf.train.get_checkpoint_state(str(self.ckpt_dir))
-        older = [p for p in (state.all_model_checkpoint_paths if state else []) if p != latest]
-        problems = []
-        for path in [latest] + older[::-1]:
-            self._check_model(path)
-            try:
-                self._restore(path)
-            except Exception as e:  # TF's reader raises OpErrors, IndexError, ValueError, AssertionError...
-                reason = " ".join(str(e).split())[:200]
-                problems.append(f"{Path(path).name}: {type(e).__name__}: {reason}")
-                continue
-            if problems and self.chief:
-                message = (f"checkpoint {problems[0]}; resumed from {Path(path).name}, the newest one that could be "
-                           "read")
-                logger.warning(message)
-                if config.verbose:
-                    print(f"warning: {message}", flush=True)
-            break
-        else:
-            raise ValueError(f"no checkpoint in `{self.ckpt_dir}` can be read ({'; '.join(problems)}): restore one "
-                             "from a backup, or move the folder away to train from the start")
+        path, problems = restore_newest(self.ckpt_dir, latest, self._check_model, self._restore)
+        if problems and self.chief:
+            message = f"checkpoint {problems[0]}; resumed from {Path(path).name}, the newest one that could be read"
+            logger.warning(message)
+            if config.verbose:
+                print(f"warning: {message}", flush=True)
         step, epoch, batch = (int(v.numpy()) for v in (self.step, self.epoch, self.position))
         logger.info("resumed from %s: step %d, epoch %d, batch %d", path, step, epoch, batch)
         if config.verbose:
@@ -288,82 +267,36 @@ class Trainer:
                 print(f"--restart_epoch: epoch {epoch + 1} starts over (the checkpoint stopped at its batch {batch})",
                       flush=True)
             return
-        saved = read_record(path, DATA_ORDER_SUFFIX)
-        if saved is None:
-            logger.warning("%s has no readable %s (written by an older ds2-train?): resuming at batch %d assumes "
-                           "the epoch's batches come in the same order", path, DATA_ORDER_SUFFIX, batch)
-            return
-        changed = changes(saved, self.data_order)
-        if changed:
-            raise ValueError(
-                f"checkpoint {Path(path).name} stopped at batch {batch} of epoch {epoch + 1}, and what orders that "
-                f"epoch's batches has changed since: {', '.join(changed)}; resuming there would skip {batch} batches "
-                f"of another order. To keep the weights and optimizer and start epoch {epoch + 1} over, pass "
-                f"--restart_epoch (`restart_epoch=True`); to go on at batch {batch}, resume with the old settings")
+        check_data_order(path, self.data_order, epoch, batch)
 
     def _check_model(self, path: str) -> None:
-        """Refuse to resume `path` as another model than the one it was trained as (ValueError, one line), unless
-        the run asks to keep the checkpoint's weights: weights trained for one model would silently go on training
-        as another (a feature switched off, a layer resized), a model that is neither."""
-        saved = read_record(path, MODEL_SUFFIX)
-        changed = changes(saved, self.config.model.to_dict()) if saved is not None else []
-        if not changed:
-            return
-        if self.config.restart_epoch or self.config.init_model_path:
-            if self.config.verbose and self.chief:
-                print(f"warning: {Path(path).name} was trained as another model ({', '.join(changed)}); its weights "
-                      "are loaded into this one, as asked", flush=True)
-            return
-        raise ValueError(
-            f"checkpoint {Path(path).name} was trained as another model: {', '.join(changed)}; resuming it as this one "
-            f"would train a model that is neither. Resume with the model settings it was trained with; to start this "
-            f"model from its weights, pass --restart_epoch or --init_model_path; to train it from the start, use "
-            f"another --workdir")
+        """Refuse to resume `path` as another model than the one it was trained as (`check_model`), unless the run
+        asks to keep the checkpoint's weights; then say so."""
+        keep = bool(self.config.restart_epoch or self.config.init_model_path)
+        changed = check_model(path, self.config.model.to_dict(), keep_weights=keep)
+        if changed and self.config.verbose and self.chief:
+            print(f"warning: {Path(path).name} was trained as another model ({', '.join(changed)}); its weights "
+                  "are loaded into this one, as asked", flush=True)
 
     def _restore(self, path: str) -> None:
         if self.ema and not any(name.startswith("ema/") for name, _ in tf.train.list_variables(path)):
             # A checkpoint of a run without `ema_decay`: the average starts from the restored weights.
             restore_checkpoint(self._make_checkpoint(ema=False), path)
-            self._reset_ema()
+            averaging.restart(self.ema, self.ema_sources)
             logger.warning("%s has no moving average of the weights (`ema_decay` was off): it starts from the "
                            "restored weights", path)
         else:
             restore_checkpoint(self.checkpoint, path)
-
-    def _check_workers_agree(self) -> None:
-        """Refuse to start a cluster whose workers resume from different places or order their data differently:
-        a worker that found no checkpoint (a workdir not on a file system they all read) or got other flags
-        would train other weights than its peers, or wait for them forever."""
-        if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            return
-        order = int(hashlib.sha256(json.dumps(self.data_order, sort_keys=True).encode()).hexdigest()[:15], 16)
-        mine = tf.constant([[int(self.step.numpy()), int(self.epoch.numpy()), int(self.position.numpy()), order]],
-                           tf.int64)
-        gather = tf.function(lambda: self.strategy.run(
-            lambda: tf.distribute.get_replica_context().all_gather(mine, axis=0)))
-        rows = self.strategy.experimental_local_results(gather())[0].numpy()  # (replicas, 4)
-        if (rows != rows[:1]).any():
-            places = sorted({f"step {s} (epoch {e + 1}, batch {b})" for s, e, b, _ in rows.tolist()})
-            raise ValueError(
-                f"the workers of this cluster don't agree on where to resume ({'; '.join(places)}) or on what "
-                f"orders the batches ({len(set(rows[:, 3].tolist()))} different data settings): every worker "
-                f"must read the chief's `{self.ckpt_dir}` (put the workdir on a file system they all share) and "
-                "get the same flags")
 
     def _save_checkpoint(self, step: int) -> None:
         """Checkpoint `step`, and (the chief) its records beside it: what orders this epoch's batches, and the model's
         config. The records are written first, so a checkpoint never lacks them; those whose checkpoint didn't
         finish go with the next save."""
         if self.chief:
-            write_json(self.write_dir / f"ckpt-{step}{DATA_ORDER_SUFFIX}", self.data_order)
-            write_json(self.write_dir / f"ckpt-{step}{MODEL_SUFFIX}", self.config.model.to_dict())
+            write_records(self.write_dir, step, self.data_order, self.config.model.to_dict())
         self.manager.save(checkpoint_number=step)
         if self.chief:
-            kept = {Path(p).name + suffix for p in self.manager.checkpoints for suffix in RECORD_SUFFIXES}
-            for suffix in RECORD_SUFFIXES:
-                for record in self.write_dir.glob(f"ckpt-*{suffix}"):
-                    if record.name not in kept:
-                        record.unlink(missing_ok=True)
+            prune_records(self.write_dir, self.manager.checkpoints)
 
     # -- the step ---------------------------------------------------------------------------------------
 
@@ -374,8 +307,8 @@ class Trainer:
         variables = self.model.trainable_variables
         # The forward pass updates BN's moving statistics; keep them, to restore them if the batch is skipped.
         saved = [tf.identity(v.value) for v in self.model.non_trainable_variables]
-        features, feature_lengths, labels, label_lengths = self._at_least_one_row(
-            features, feature_lengths, labels, label_lengths)
+        features, feature_lengths, labels, label_lengths = fill_empty_batch(
+            features, feature_lengths, labels, label_lengths, self.min_frames)
         rows = feature_lengths > 0  # the utterances; filler rows have no frames and add nothing below
         global_batch = context.all_reduce("sum", tf.reduce_sum(tf.cast(rows, tf.float32)))
         scale = tf.identity(self.loss_scale)
@@ -393,24 +326,10 @@ class Trainer:
         grads = [g / scale for g in grads]
         finite = tf.math.is_finite(loss) & tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
         norm = tf.linalg.global_norm(grads)
-        if self.config.clipnorm:
-            grads, _ = tf.clip_by_global_norm(grads, self.config.clipnorm, use_norm=norm)
+        if self.config.optimization.clipnorm:
+            grads, _ = tf.clip_by_global_norm(grads, self.config.optimization.clipnorm, use_norm=norm)
         context.merge_call(self._apply_or_skip, args=(grads, finite, saved))
         return loss, finite, norm, global_batch, stop
-
-    def _at_least_one_row(self, features, feature_lengths, labels, label_lengths):
-        """The batch, with one row of no frames added when it has none, and zero frames added up to the shortest
-        input the model takes (`self.min_frames`).
-
-        tf.distribute hands a replica an empty batch (no rows, often no frames) where a worker's data ends before
-        its peers': the replica must still run the step, since every synchronized BatchNorm and the gradients'
-        all-reduce wait for it; with the filler row it runs as usual and adds nothing. A batch with rows is
-        returned as it is (`make_dataset` gives every step's replicas batches of one shape)."""
-        pad_rows = tf.maximum(1 - tf.shape(features)[0], 0)
-        pad_frames = tf.maximum(self.min_frames - tf.shape(features)[1], 0)
-        features = tf.pad(features, [[0, pad_rows], [0, pad_frames], [0, 0]])
-        return (features, tf.pad(feature_lengths, [[0, pad_rows]]), tf.pad(labels, [[0, pad_rows], [0, 0]]),
-                tf.pad(label_lengths, [[0, pad_rows]]))
 
     def _apply_or_skip(self, strategy, grads, finite, saved):
         """Cross-replica: apply the update on every replica, or skip it on every replica."""
@@ -426,7 +345,7 @@ class Trainer:
                 t = tf.cast(self.optimizer.iterations, tf.float32)
                 decay = tf.minimum(self.config.ema_decay, (1.0 + t) / (10.0 + t))
                 for shadow, variable in zip(self.ema, self.ema_sources):
-                    strategy.extended.update(shadow, _ema_update, args=(variable.value, decay), group=False)
+                    strategy.extended.update(shadow, averaging.ema_update, args=(variable.value, decay), group=False)
             if fp16:  # dynamic loss scaling: double the scale after FP16_GROWTH_STEPS finite steps
                 grow = self.good_steps + 1 >= FP16_GROWTH_STEPS
                 self.loss_scale.assign(tf.where(grow, self.loss_scale * 2.0, self.loss_scale))
@@ -501,7 +420,7 @@ class Trainer:
         iterator = iter(ds)
         for _ in range(skip):  # resume mid-epoch: the epoch's order is deterministic
             next(iterator)
-        benchmark = bool(config.benchmark_batch_size or config.benchmark_max_step)  # log every step
+        benchmark = config.benchmark.enabled  # log every step
         sorted_epoch = epoch == 0 and self.pipeline.sortagrad
         target = self.sorted_steps if sorted_epoch else int(self.epoch_steps.numpy()) or None
         if config.verbose and chief:  # before the bar, which a terminal draws at once
@@ -549,13 +468,13 @@ class Trainer:
                 self.history["grad_norm"].append(grad_norm)
                 bar.update(int(self.position.numpy()), [("loss", loss), ("lr", lr), ("ips", ips)])
                 if chief and (benchmark or current % config.log_every_steps == 0):
-                    self._log_step(epoch, current, loss, lr, grad_norm, dt, ips, benchmark)
-            if stop or current % config.checkpoint_every_steps == 0:
+                    log_step(self.train_writer, config.verbose, benchmark, epoch, current, loss, lr, grad_norm, dt, ips)
+            if stop or current % config.checkpoints.every_steps == 0:
                 self._save_checkpoint(current)
             if stop:  # a SIGTERM here or on another worker before this step: every worker stops after it
                 print(f"SIGTERM: checkpointed step {current}; re-run the same command to resume", flush=True)
                 return True
-            if config.benchmark_max_step and current >= config.benchmark_max_step:
+            if config.benchmark.max_step and current >= config.benchmark.max_step:
                 return True
             if self.deadline is not None and time.perf_counter() >= self.deadline:
                 self.out_of_time = True
@@ -577,16 +496,6 @@ class Trainer:
             self.loss_blocks.append((int(self.position.numpy()), total / count))
         self.loss_block = [0.0, 0]
 
-    def _log_step(self, epoch, step, loss, lr, grad_norm, dt, ips, benchmark):
-        with self.train_writer.as_default(step=step):
-            tf.summary.scalar("loss", loss)
-            tf.summary.scalar("learning_rate", lr)
-            tf.summary.scalar("gradient_norm", grad_norm)
-            tf.summary.scalar("throughput_sent_per_sec", ips)
-        if self.config.verbose >= 2 or (benchmark and self.config.verbose):  # PaddleSpeech's benchmark log format
-            print(f"epoch: {epoch + 1}, step: {step}, loss: {loss:.4f}, lr: {lr:.3e}, grad_norm: {grad_norm:.2f}, "
-                  f"batch_cost: {dt:.4f} s, ips: {ips:.3f} sent./sec", flush=True)
-
     def _end_epoch(self, epoch: int, finished: bool = True) -> None:
         """Evaluate on dev, write the bundles (last/, and model/ when the dev error is the best so far), then
         advance the epoch and checkpoint, so a restart begins the next epoch.
@@ -604,7 +513,7 @@ class Trainer:
                 wer, cer, _ = evaluate(self.eval_fn, config.dev_shards, self.feature_config, self.normalizer,
                                        self.vocab, self.pipeline)
                 trained = {"dev_wer_trained": wer, "dev_cer_trained": cer}
-            self._swap_ema()
+            averaging.swap(self.ema, self.ema_sources)
         if config.dev_shards:
             dev_wer, dev_cer, examples = evaluate(self.eval_fn, config.dev_shards, self.feature_config,
                                                   self.normalizer, self.vocab, self.pipeline, config.num_examples)
@@ -612,21 +521,14 @@ class Trainer:
             self.history["dev_cer"].append(dev_cer)
             dev_error = dev_wer if self.vocab.metric == "wer" else dev_cer
             if chief:
-                with self.dev_writer.as_default(step=step):
-                    tf.summary.scalar("wer", dev_wer)
-                    tf.summary.scalar("cer", dev_cer)
-                    tf.summary.text("examples", "\n\n".join(f"**ref:** {r}  \n**hyp:** {h}" for r, h in examples))
+                dev_summary(self.dev_writer, step, dev_wer, dev_cer, examples)
             if config.verbose and chief:
                 print(f"epoch {epoch + 1}: dev WER {dev_wer:.2%}, CER {dev_cer:.2%}" + (
                     f" (the weights' moving average; as trained: WER {trained['dev_wer_trained']:.2%}, CER "
                     f"{trained['dev_cer_trained']:.2%})" if trained else ""), flush=True)
         if chief:
-            with self.train_writer.as_default(step=step):
-                if self.augmentation:
-                    _audio_summary(config.train_shards, self.augmentation, self.feature_config.sample_rate)
-                if config.histograms:
-                    for w in self.model.weights:
-                        tf.summary.histogram(w.path, w)
+            epoch_summary(self.train_writer, step, config.train_shards, self.augmentation,
+                          self.feature_config.sample_rate, self.model.weights if config.histograms else None)
             self._save(self.workdir / "last")
             if dev_error is None or dev_error < float(self.best_error.numpy()):
                 self._save(self.workdir / "model")
@@ -641,48 +543,31 @@ class Trainer:
                                 **trained, **({} if finished else {"partial": True})})
             write_json(self.workdir / "epochs.json", self.epochs)
             plot_learning_curve(self.epochs, self.workdir / "learning_curve.png")
-            if finished and config.average_epochs > 1:
-                self._snapshot(epoch + 1)
+            if finished and config.average_epochs > 1:  # for `_average`
+                averaging.save_snapshot(self.model.variables, self.workdir / "epochs", epoch + 1, config.average_epochs)
         self.epoch_loss, self.loss_blocks, self.loss_block = [0.0, 0], [], [0.0, 0]
         if dev_error is not None:
             self.best_error.assign(min(dev_error, float(self.best_error.numpy())))
         if self.ema:
-            self._swap_ema()  # training goes on from the weights as trained
+            averaging.swap(self.ema, self.ema_sources)  # training goes on from the weights as trained
         if finished:
             self.epoch.assign_add(1)
             self.position.assign(0)
             self.history["epochs_completed"] = int(self.epoch.numpy())
         self._save_checkpoint(step)
 
-    def _snapshot(self, epoch: int) -> None:
-        """Keep this epoch's weights in epochs/ for `_average`, and only the last `average_epochs` of them."""
-        folder = self.workdir / "epochs"
-        with atomic_write(folder / f"epoch-{epoch:04d}.npz", "wb") as f:
-            np.savez(f, *[v.numpy() for v in self.model.variables])
-        for old in sorted(folder.glob("epoch-*.npz"))[:-self.config.average_epochs]:
-            old.unlink()
-
     def _average(self) -> None:
-        """Set the model to the mean weights of the last `average_epochs` epochs (floating-point variables;
-        BatchNorm's moving statistics too, as ESPnet does), score them on dev, write averaged/ and
-        average.json, and make them model/ if they beat the best epoch; the model then gets the last epoch's
-        weights back."""
+        """Set the model to the mean weights of the last `average_epochs` epochs (`averaging.assign_mean`), score
+        them on dev, write averaged/ and average.json, and make them model/ if they beat the best epoch; the model
+        then gets the last epoch's weights back."""
         config = self.config
-        paths = sorted((self.workdir / "epochs").glob("epoch-*.npz"))[-config.average_epochs:]
-        epochs = [int(p.stem.split("-")[1]) for p in paths]
-        done = self.workdir / "average.json"
-        if done.exists() and json.loads(done.read_text(encoding="utf-8")).get("epochs") == epochs:
-            return  # a re-run of a finished job
-        if len(paths) < 2:
-            logger.warning("no averaging: %d epoch snapshot(s) in %s (the run began before --average_epochs was "
-                           "set?)", len(paths), self.workdir / "epochs")
+        paths = averaging.snapshots_to_average(self.workdir / "epochs", config.average_epochs,
+                                               self.workdir / "average.json")
+        if not paths:
             return
+        epochs = averaging.snapshot_epochs(paths)
         last = [v.numpy() for v in self.model.variables]
-        snapshots = [np.load(p) for p in paths]
-        for i, v in enumerate(self.model.variables):
-            values = [s[f"arr_{i}"] for s in snapshots]
-            v.assign(np.mean(values, axis=0).astype(values[0].dtype) if np.issubdtype(values[0].dtype, np.floating)
-                     else values[-1])
+        averaging.assign_mean(self.model.variables, paths)
         record = {"epochs": epochs, "dev_wer": None, "dev_cer": None, "kept_as_model": True}
         best = float(self.best_error.numpy())
         if config.dev_shards:
@@ -706,32 +591,6 @@ class Trainer:
         save_bundle(path, self.model, self.config.model, self.vocab, self.normalizer, self.config.to_dict())
 
     def benchmark_result(self) -> dict:
-        """PaddleSpeech's benchmark line: mean sent./sec after the first BENCHMARK_SKIP_STEPS steps."""
-        measured = self.timings[BENCHMARK_SKIP_STEPS:] or self.timings
-        fp_item = {"": "fp32", "mixed_bfloat16": "bf16", "mixed_float16": "fp16"}[self.config.mixed_precision]
-        return {
-            "model_name": self.config.model_name, "batch_size": self.pipeline.batch_size, "fp_item": fp_item,
-            "run_mode": "DP", "gpu_num": len(tf.config.list_logical_devices("GPU")) and
-            self.strategy.num_replicas_in_sync,
-            "FINAL_RESULT": round(float(np.mean(measured)), 3) if measured else 0.0, "UNIT": "sent./sec",
-            "JOB_FAIL_FLAG": 0,
-        }
-
-
-def _ema_update(shadow, value, decay):
-    return shadow.assign(decay * shadow + (1.0 - decay) * value)
-
-
-def _audio_summary(shard_dirs, augmentation, sample_rate: int) -> None:
-    record = next(iter(read_shards([str(Path(shard_dirs[0]) / load_index(shard_dirs[0])["shards"][0]["path"])])))
-    wav, length = augmentation.apply_waveform(record["audio"], record["num_samples"])
-    tf.summary.audio("augmented_example", wav[None, :length, None], sample_rate, max_outputs=1)
-
-
-def _read_epochs(workdir: Path) -> list[dict]:
-    path = workdir / "epochs.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
-    except json.JSONDecodeError:
-        logger.warning("%s is not valid JSON; starting a new one", path)
-        return []
+        """PaddleSpeech's benchmark line (`summaries.benchmark_line`)."""
+        return benchmark_line(self.config.model_name, self.pipeline.batch_size, self.config.mixed_precision,
+                              self.strategy.num_replicas_in_sync, self.timings)
