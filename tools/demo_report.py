@@ -72,6 +72,9 @@ def machine() -> dict:
     of one kind differ by up to 2x from day to day)."""
     import os
 
+    from deepspeech2_cli._quiet import quiet_tensorflow
+
+    quiet_tensorflow()  # the demo's summary, like its ds2-* stages, shows none of TensorFlow's start-up lines
     from deepspeech2.train.preflight import matmul_peak
 
     name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
