@@ -257,14 +257,20 @@ def test_the_readme_names_only_flags_and_knobs_that_exist():
     spans = [" ".join(s.split()) for s in re.findall(r"`([^`]+)`", prose)]
     used: dict[str, set[str]] = {}
     for span in spans:
-        command = re.match(r"(ds2-[a-z-]+)\b", span)
+        # ds2-prepare's flags are its command's (`ds2-prepare librispeech --help`)
+        command = re.match(r"(ds2-[a-z-]+)\b( (?:download|librispeech|validate)\b)?", span)
         flags = set(re.findall(r"--([a-z_]+)", span)) - {"flagfile"}  # absl's own
         if command and (VENV_BIN / command[1]).is_file() and flags:  # not the presets (`ds2-paper-en`)
-            used.setdefault(command[1], set()).update(flags)
-    assert {"ds2-prepare", "ds2-build-lm", "ds2-make-shards", "ds2-tune", "ds2-eval", "ds2-export"} <= set(used)
+            used.setdefault(command[0], set()).update(flags)
+    assert {"ds2-prepare download", "ds2-prepare librispeech", "ds2-prepare validate", "ds2-build-lm",
+            "ds2-make-shards", "ds2-tune", "ds2-eval", "ds2-export"} <= set(used)
+
+    def help_of(command: str) -> str:
+        name, *sub = command.split()
+        return subprocess.run([str(VENV_BIN / name), *sub, "--help"], capture_output=True, text=True, timeout=120).stdout
+
     with concurrent.futures.ThreadPoolExecutor(len(used)) as pool:  # the commands' --help, side by side
-        helps = dict(zip(used, pool.map(lambda c: subprocess.run([str(VENV_BIN / c), "--help"], capture_output=True,
-                                                                 text=True, timeout=120).stdout, used)))
+        helps = dict(zip(used, pool.map(help_of, used)))
     for command, names in used.items():
         help_text = helps[command]
         for name in names:
