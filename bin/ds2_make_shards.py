@@ -10,7 +10,7 @@ from absl import flags
 
 from deepspeech2.audio import MAX_DURATION
 from deepspeech2.data.shards import ShardConfig, make_shards
-from deepspeech2.model.config import load_model_config
+from deepspeech2.model_config import load_model_config
 from deepspeech2.vocab import Vocabulary
 
 flags.DEFINE_string("manifest", None, "Manifest (JSON lines) to shard.")

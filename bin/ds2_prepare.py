@@ -128,7 +128,7 @@ FLAGS = flags.FLAGS
 
 
 def _validate(manifest: str) -> int:
-    from deepspeech2.model.config import load_model_config
+    from deepspeech2.model_config import load_model_config
     from deepspeech2.prepare.validate import ValidationConfig, validate_manifest, write_clean
     from deepspeech2.vocab import Vocabulary
 

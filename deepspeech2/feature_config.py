@@ -1,6 +1,6 @@
 """How waveforms become features (`FeatureConfig`) and how many frames they give (`num_frames`): the feature
-settings without TensorFlow, for code that only needs lengths and dimensions (`deepspeech2.model.config`,
-`deepspeech2.model.geometry`, `data/`). The features themselves are computed in `deepspeech2.features`.
+settings without TensorFlow, for code that only needs lengths and dimensions (`deepspeech2.model_config`,
+`deepspeech2.geometry`, `data/`). The features themselves are computed in `deepspeech2.features`.
 
 Frame count convention (the seed's, and what streaming wants): only frames that lie completely inside
 the audio, `num_frames = 1 + (samples - window) // hop` (0 when shorter than one window). So the valid

@@ -44,8 +44,9 @@ from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.decode import Decoder, DecoderConfig, greedy_decode
 from deepspeech2.decode.words import FrameClock, decode_words
 from deepspeech2.features import FeatureConfig, Normalizer, featurize
-from deepspeech2.model import DS2_STREAMING, build_model
+from deepspeech2.model import build_model
 from deepspeech2.model.ctc import ctc_loss
+from deepspeech2.model_config import DS2_STREAMING
 from deepspeech2.vocab import Vocabulary
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")

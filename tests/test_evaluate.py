@@ -22,7 +22,9 @@ from deepspeech2.decode import DecoderConfig
 from deepspeech2.evaluate import EvalConfig, evaluate, format_report
 from deepspeech2.features import FeatureConfig
 from deepspeech2.inference import compute_log_probs
-from deepspeech2.model import TINY, build_model, output_steps
+from deepspeech2.geometry import output_steps
+from deepspeech2.model import build_model
+from deepspeech2.model_config import TINY
 from deepspeech2.prepare import chime4, librispeech, tedlium, wsj
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.train import dev

@@ -10,7 +10,8 @@ import numpy as np
 from deepspeech2.audio import save_wav, speech_like_clip
 from deepspeech2.bundle import save_bundle
 from deepspeech2.features import FeatureConfig, Normalizer
-from deepspeech2.model import TINY, build_model
+from deepspeech2.model import build_model
+from deepspeech2.model_config import TINY
 from deepspeech2.vocab import Vocabulary
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"

@@ -29,7 +29,8 @@ from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.decode.words import FrameClock, WordConfig, decode_words
 from deepspeech2.features import FeatureConfig, featurize
-from deepspeech2.model import DS2_STREAMING, build_model
+from deepspeech2.model import build_model
+from deepspeech2.model_config import DS2_STREAMING
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import ASSETS_EXTRA, STREAM_STEP

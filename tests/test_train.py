@@ -19,7 +19,7 @@ import tensorflow as tf
 from deepspeech2.bundle import load_bundle
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.features import FeatureConfig
-from deepspeech2.model import DS1, TINY
+from deepspeech2.model_config import DS1, TINY
 from deepspeech2.train import ctc, precision
 from deepspeech2.train.config import TrainConfig
 from deepspeech2.train.schedule import learning_rate

@@ -26,7 +26,7 @@ STAGES = (
     ("base", ("deepspeech2", "deepspeech2.configs", "deepspeech2.fileio", "deepspeech2.text", "deepspeech2.vocab",
               "deepspeech2.audio", "deepspeech2.progress", "deepspeech2.metrics")),
     ("features", ("deepspeech2.feature_config", "deepspeech2.features")),
-    ("geometry", ("deepspeech2.model.config", "deepspeech2.model.geometry")),
+    ("geometry", ("deepspeech2.model_config", "deepspeech2.geometry")),
     ("decode", ("deepspeech2.decode",)),
     ("data", ("deepspeech2.data",)),
     ("prepare", ("deepspeech2.prepare",)),

@@ -6,9 +6,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from deepspeech2.model.config import ModelConfig
 from deepspeech2.model.layers import ConvFrontEnd, FullyConnected, RowConv, UtteranceMeanNorm
 from deepspeech2.model.rnn import BatchNormRNN, KerasGRU
+from deepspeech2.model_config import ModelConfig
 
 
 def build_model(config: ModelConfig, name: str = "deepspeech2") -> keras.Model:
@@ -16,7 +16,7 @@ def build_model(config: ModelConfig, name: str = "deepspeech2") -> keras.Model:
 
     Inputs: `{"features": (batch, time, feature_dim) float, "feature_lengths": (batch,) int32}`.
     Outputs: `{"logits": (batch, time', vocab_size) fp32, "output_lengths": (batch,) int32}`, with
-    `time'` and `output_lengths` given by `deepspeech2.model.geometry.output_length(config, ...)`. Logits stay
+    `time'` and `output_lengths` given by `deepspeech2.geometry.output_length(config, ...)`. Logits stay
     fp32 under mixed precision (the softmax and CTC want the range).
     """
     features = keras.Input((None, config.feature_dim), name="features")

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from deepspeech2.data.pipeline import PipelineConfig
-from deepspeech2.model import ModelConfig
+from deepspeech2.model_config import ModelConfig
 
 MIXED_POLICIES = ("", "mixed_bfloat16", "mixed_float16", "auto")
 OPTIMIZERS = ("adam", "sgd")

@@ -24,8 +24,9 @@ from deepspeech2.data.pipeline import count_infeasible, make_dataset
 from deepspeech2.data.shards import load_index, read_shards
 from deepspeech2.features import FeatureConfig, Normalizer
 from deepspeech2.fileio import atomic_write, exclusive_lock, write_json
-from deepspeech2.model import ModelConfig, build_model
-from deepspeech2.model.geometry import min_input_frames
+from deepspeech2.geometry import min_input_frames
+from deepspeech2.model import build_model
+from deepspeech2.model_config import ModelConfig
 from deepspeech2.progress import step_bar
 from deepspeech2.train.config import TrainConfig
 from deepspeech2.train.ctc import masked_ctc_loss
