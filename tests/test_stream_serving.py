@@ -521,12 +521,13 @@ def test_session_store_limits(model):
 
 
 @pytest.fixture(scope="module")
-def demo(model):
-    """ds2-demo in this process on a free port, started from the bundle (exported on the way)."""
+def demo(model, tmp_path_factory):
+    """ds2-demo in this process on a free port, serving the bundle exported as its command exports one."""
     from deepspeech2_serving.demo import DemoConfig, start
 
     _, bundle_dir, _, lm = model
-    running = start(DemoConfig(str(bundle_dir), port=0, decoder=dataclasses.replace(lm, num_workers=1)))
+    version = export_model(ExportConfig(str(bundle_dir), str(tmp_path_factory.mktemp("demo"))))
+    running = start(DemoConfig(str(version), port=0, decoder=dataclasses.replace(lm, num_workers=1)))
     yield running
     running.stop()
 

@@ -5,7 +5,8 @@
 
 A module may import its own stage and the stages above it in `STAGES`, never one below: data never reaches the
 Keras model, the online input pipeline (data) never imports the offline preparation (prepare), decode needs no model
-code (so the server can use it), export never imports serving, and only the CLIs (bin/) import absl.
+code (so the server can use it), export never imports serving, and only the CLIs (bin/) import absl. On top of the
+order, `NEVER` keeps the decoders and the servers off the model package altogether, also through what they import.
 tests/test_architecture.py runs `violations` on the repository.
 """
 
@@ -38,6 +39,10 @@ STAGES = (
     ("cli", ("deepspeech2_cli",)),
 )
 CLI_ONLY = ("absl",)  # top-level packages only bin/ may import
+# (importer, imported): module prefixes the importer never reaches, directly or through the modules it imports at any
+# depth, though the flow allows it. The decoders take log-probabilities and ds2-serve and ds2-demo serve SavedModels:
+# none of them needs the Keras model code (nor the TensorFlow it loads).
+NEVER = (("deepspeech2.decode", "deepspeech2.model"), ("deepspeech2_serving", "deepspeech2.model"))
 
 
 def stage(module: str) -> int | None:
@@ -80,11 +85,40 @@ def edges(root: Path = REPO) -> list[tuple[str, str]]:
             if stage(target) is not None]
 
 
+def _owned(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def reached(start: str, found: dict[str, Path], prefix: str, own: str) -> list[str] | None:
+    """The shortest chain of imports from `start` to a module under `prefix` (`start` first, that module last), or
+    None when none of what `start` imports, at any depth, is under it. Modules under `own` (`start`'s side of the
+    rule) are not followed: each answers for its own imports, so one bad import is one line."""
+    chains = {start: [start]}
+    queue = collections.deque([start])
+    while queue:
+        mod = queue.popleft()
+        for target in imports(found[mod], set(found)) if mod in found else ():
+            if target in chains:
+                continue
+            chains[target] = chains[mod] + [target]
+            if _owned(target, prefix):
+                return chains[target]
+            if not _owned(target, own):
+                queue.append(target)
+    return None
+
+
 def violations(root: Path = REPO) -> list[str]:
-    """One line per import against the flow."""
+    """One line per import against the flow, and per module that reaches what `NEVER` keeps it from."""
     bad = []
     found = modules(root)
     for mod, path in found.items():
+        for importer, imported in NEVER:
+            chain = reached(mod, found, imported, importer) if _owned(mod, importer) else None
+            if chain:
+                through = f" (through {', '.join(chain[1:-1])})" if len(chain) > 2 else ""
+                bad.append(f"{path.relative_to(root)}: {mod} imports {chain[-1]}{through}: {importer} never "
+                           f"imports {imported}")
         own = stage(mod)
         for target in imports(path, set(found)):
             other = stage(target)
