@@ -134,11 +134,11 @@ def output_steps(model_config, feature_config: FeatureConfig, num_samples):
     Returns:
         int; an int32 tensor of the same shape for a tensor input.
     """
-    if _tensorflow_for(num_samples) is not None:
-        from deepspeech2.features import frame_lengths  # the TF twin of `num_frames`; TF is loaded already
-
-        return output_length(model_config, frame_lengths(num_samples, feature_config))
-    return int(output_length(model_config, num_frames(num_samples, feature_config)))
+    tf = _tensorflow_for(num_samples)
+    if tf is not None:
+        num_samples = tf.cast(num_samples, tf.int32)  # int32 steps, whatever int type the samples come in
+    steps = output_length(model_config, num_frames(num_samples, feature_config))
+    return steps if tf is not None else int(steps)
 
 
 def ctc_feasible(model_config, feature_config: FeatureConfig, num_samples, label_steps):
