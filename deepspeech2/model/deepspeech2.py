@@ -79,5 +79,4 @@ def predict_log_probs(model: keras.Model, features, feature_lengths, batch_size:
     outputs = model.predict({"features": np.asarray(features, np.float32),
                              "feature_lengths": np.asarray(feature_lengths, np.int32)},
                             batch_size=batch_size, verbose=0)
-    shifted = outputs["logits"] - outputs["logits"].max(axis=-1, keepdims=True)  # stable log-softmax
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True)), outputs["output_lengths"]
+    return ops.convert_to_numpy(ops.log_softmax(outputs["logits"], axis=-1)), outputs["output_lengths"]
