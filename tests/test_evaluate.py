@@ -50,7 +50,7 @@ ZH_TEXTS = ["你好吗", "我很好 谢谢", "今天天气不错", "你好 今�
 
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_trainer_dev_scores_equal_ds2_eval(tmp_path, language):
-    """The trainer's dev WER/CER (`deepspeech2.train.dev.evaluate`) and ds2-eval's (`evaluate`) score the same
+    """The trainer's dev WER/CER (`deepspeech2.train.dev.dev_scores`) and ds2-eval's (`evaluate`) score the same
     transcripts alike; for Mandarin both count characters as words, so WER == CER."""
     manifest, utts = make_manifest(tmp_path, n=4)
     if language == "zh":
@@ -73,7 +73,7 @@ def test_trainer_dev_scores_equal_ds2_eval(tmp_path, language):
     def eval_fn(features, lengths):
         return bundle.model({"features": features, "feature_lengths": lengths}, training=False)
 
-    dev_wer, dev_cer, pairs = dev.evaluate(
+    dev_wer, dev_cer, pairs = dev.dev_scores(
         eval_fn, (str(tmp_path / "shards"),), bundle.feature_config, bundle.normalizer, bundle.vocab,
         PipelineConfig(batch_size=2, num_buckets=0), num_examples=len(utts))
     report = evaluate(EvalConfig(str(tmp_path / "model"), (str(manifest),), progress=False))

@@ -30,7 +30,7 @@ from deepspeech2.model_config import ModelConfig
 from deepspeech2.progress import step_bar
 from deepspeech2.train.config import TrainConfig
 from deepspeech2.train.ctc import masked_ctc_loss
-from deepspeech2.train.dev import evaluate
+from deepspeech2.train.dev import dev_scores
 from deepspeech2.train import preflight
 from deepspeech2.train.learning_curve import plot_learning_curve
 from deepspeech2.train.precision import auto_precision
@@ -602,13 +602,13 @@ class Trainer:
         trained = {}
         if self.ema:
             if config.dev_shards:
-                wer, cer, _ = evaluate(self.eval_fn, config.dev_shards, self.feature_config, self.normalizer,
-                                       self.vocab, self.pipeline)
+                wer, cer, _ = dev_scores(self.eval_fn, config.dev_shards, self.feature_config, self.normalizer,
+                                         self.vocab, self.pipeline)
                 trained = {"dev_wer_trained": wer, "dev_cer_trained": cer}
             self._swap_ema()
         if config.dev_shards:
-            dev_wer, dev_cer, examples = evaluate(self.eval_fn, config.dev_shards, self.feature_config,
-                                                  self.normalizer, self.vocab, self.pipeline, config.num_examples)
+            dev_wer, dev_cer, examples = dev_scores(self.eval_fn, config.dev_shards, self.feature_config,
+                                                    self.normalizer, self.vocab, self.pipeline, config.num_examples)
             self.history["dev_wer"].append(dev_wer)
             self.history["dev_cer"].append(dev_cer)
             dev_error = dev_wer if self.vocab.metric == "wer" else dev_cer
@@ -687,8 +687,9 @@ class Trainer:
         record = {"epochs": epochs, "dev_wer": None, "dev_cer": None, "kept_as_model": True}
         best = float(self.best_error.numpy())
         if config.dev_shards:
-            record["dev_wer"], record["dev_cer"], _ = evaluate(self.eval_fn, config.dev_shards, self.feature_config,
-                                                               self.normalizer, self.vocab, self.pipeline)
+            record["dev_wer"], record["dev_cer"], _ = dev_scores(self.eval_fn, config.dev_shards,
+                                                                 self.feature_config, self.normalizer, self.vocab,
+                                                                 self.pipeline)
             error = record["dev_wer"] if self.vocab.metric == "wer" else record["dev_cer"]
             record["kept_as_model"] = error < best
             record["best_epoch_dev_error"] = best
