@@ -34,13 +34,16 @@ def test_the_repository_imports_along_the_flow():
      "deepspeech2_export.bad (export) imports deepspeech2_serving.client (serving"),
     ("deepspeech2/decode/bad.py", "from deepspeech2.model import build_model\n",
      "deepspeech2.decode.bad (decode) imports deepspeech2.model (model"),
+    ("deepspeech2/data/bad.py", "from deepspeech2 import load_bundle\n",  # the package's public face
+     "deepspeech2.data.bad (data) imports deepspeech2 (api"),
     ("deepspeech2/bad.py", "from absl import flags\n", "deepspeech2.bad imports absl: only bin/ may"),
     ("deepspeech2/bad.py", "from deepspeech2_cli import _app\n", "deepspeech2.bad (base) imports deepspeech2_cli"),
 ])
 def test_each_kind_of_violation_is_caught(tmp_path, path, source, expected):
     for folder in architecture.FOLDERS:
         (tmp_path / folder).mkdir()
-    for module in ("deepspeech2/geometry.py", "deepspeech2/model/__init__.py", "deepspeech2/train/__init__.py"):
+    for module in ("deepspeech2/fileio.py", "deepspeech2/geometry.py", "deepspeech2/model/__init__.py",
+                   "deepspeech2/train/__init__.py"):
         (tmp_path / module).parent.mkdir(exist_ok=True)
         (tmp_path / module).write_text("")
     (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)

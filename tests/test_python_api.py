@@ -14,6 +14,8 @@ from deepspeech2.model import build_model
 from deepspeech2.model_config import TINY
 from deepspeech2.vocab import Vocabulary
 
+from factories import modules_loaded_by
+
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
 
 
@@ -41,3 +43,9 @@ def test_python_api_page_runs_as_written(tmp_path, monkeypatch, hello_world_lm):
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test, out=report.append)
     assert runner.failures == 0, "".join(report)
+
+
+def test_importing_the_package_loads_no_tensorflow():
+    """`import deepspeech2` names the calls of the page's first sections; only calling one loads TensorFlow."""
+    code = "import deepspeech2\nassert callable(deepspeech2.load_bundle) and callable(deepspeech2.transcribe_files)\n"
+    assert modules_loaded_by(code, ("tensorflow", "keras"), timeout=120) == []

@@ -22,9 +22,11 @@ REPO = Path(__file__).resolve().parents[1]
 # Folder -> import name (setup.cfg's package_dir).
 FOLDERS = {"deepspeech2": "deepspeech2", "bin": "deepspeech2_cli", "export": "deepspeech2_export",
            "serving": "deepspeech2_serving"}
-# (stage, what it owns: module prefixes), in the order of the flow; the longest matching prefix decides.
+# (stage, what it owns: module prefixes), in the order of the flow; the longest matching prefix decides. A prefix
+# ending in "." owns the modules under it but not the package itself: "deepspeech2." is the library's catch-all, and
+# the package's `__init__` (`deepspeech2`, the names a user imports) sits above the library it names.
 STAGES = (
-    ("base", ("deepspeech2", "deepspeech2.configs", "deepspeech2.fileio", "deepspeech2.text", "deepspeech2.vocab",
+    ("base", ("deepspeech2.", "deepspeech2.configs", "deepspeech2.fileio", "deepspeech2.text", "deepspeech2.vocab",
               "deepspeech2.audio", "deepspeech2.progress", "deepspeech2.metrics")),
     ("features", ("deepspeech2.feature_config", "deepspeech2.features")),
     ("geometry", ("deepspeech2.model_config", "deepspeech2.geometry")),
@@ -34,6 +36,7 @@ STAGES = (
     ("model", ("deepspeech2.model",)),
     ("inference", ("deepspeech2.bundle", "deepspeech2.streaming", "deepspeech2.inference")),
     ("train", ("deepspeech2.train", "deepspeech2.evaluate")),
+    ("api", ("deepspeech2",)),
     ("export", ("deepspeech2_export",)),
     ("serving", ("deepspeech2_serving",)),
     ("cli", ("deepspeech2_cli",)),
@@ -50,7 +53,8 @@ def stage(module: str) -> int | None:
     best = None
     for i, (_, prefixes) in enumerate(STAGES):
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+            under = prefix if prefix.endswith(".") else prefix + "."
+            if (module == prefix or module.startswith(under)) and (best is None or len(prefix) > best[1]):
                 best = (i, len(prefix))
     return None if best is None else best[0]
 
