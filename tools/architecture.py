@@ -44,8 +44,13 @@ STAGES = (
 CLI_ONLY = ("absl",)  # top-level packages only bin/ may import
 # (importer, imported): module prefixes the importer never reaches, directly or through the modules it imports at any
 # depth, though the flow allows it. The decoders take log-probabilities and ds2-serve and ds2-demo serve SavedModels:
-# none of them needs the Keras model code (nor the TensorFlow it loads).
+# none of them needs the Keras model code.
 NEVER = (("deepspeech2.decode", "deepspeech2.model"), ("deepspeech2_serving", "deepspeech2.model"))
+
+
+def _owned(module: str, prefix: str) -> bool:
+    """`module` is `prefix` or under it; a prefix ending in "." owns only what is under it."""
+    return module.startswith(prefix) if prefix.endswith(".") else module == prefix or module.startswith(prefix + ".")
 
 
 def stage(module: str) -> int | None:
@@ -53,8 +58,7 @@ def stage(module: str) -> int | None:
     best = None
     for i, (_, prefixes) in enumerate(STAGES):
         for prefix in prefixes:
-            under = prefix if prefix.endswith(".") else prefix + "."
-            if (module == prefix or module.startswith(under)) and (best is None or len(prefix) > best[1]):
+            if _owned(module, prefix) and (best is None or len(prefix) > best[1]):
                 best = (i, len(prefix))
     return None if best is None else best[0]
 
@@ -87,10 +91,6 @@ def edges(root: Path = REPO) -> list[tuple[str, str]]:
     found = modules(root)
     return [(mod, target) for mod, path in found.items() for target in imports(path, set(found))
             if stage(target) is not None]
-
-
-def _owned(module: str, prefix: str) -> bool:
-    return module == prefix or module.startswith(prefix + ".")
 
 
 def reached(start: str, found: dict[str, Path], prefix: str, own: str) -> list[str] | None:
