@@ -108,7 +108,7 @@ def describe(flags_dir: Path = FLAGS_DIR) -> dict:
 
 def model_config(values: dict):
     """The ModelConfig a variant's flags build (as ds2-train does; before the vocabulary sizes its output)."""
-    from deepspeech2.model import load_model_config
+    from deepspeech2.model_config import load_model_config
 
     return dataclasses.replace(load_model_config(values["model"]), **json.loads(values["model_overrides"]))
 

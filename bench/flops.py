@@ -3,7 +3,7 @@
     .venv/bin/python bench/flops.py
     .venv/bin/python bench/flops.py --subset 460 --gpu_tflop_per_s 20,60 --cpu_gflop_per_s ds2-small=80
 
-From each preset's config (`deepspeech2.model.geometry.forward_flops`, which counts every conv, matmul and
+From each preset's config (`deepspeech2.geometry.forward_flops`, which counts every conv, matmul and
 recurrence of the model; no TensorFlow needed): the FLOPs of one second of audio through it, forward; of training
 on it (3x: the backward pass computes a gradient for the inputs and one for the weights of every matmul); of one
 ds2-train step at en.flags' batch (--batch_frames 24000 padded frames per replica: 240 s of audio); of one epoch of
@@ -27,8 +27,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from deepspeech2.feature_config import HOP_MS  # noqa: E402
-from deepspeech2.model.config import preset  # noqa: E402
-from deepspeech2.model.geometry import forward_flops  # noqa: E402
+from deepspeech2.geometry import forward_flops  # noqa: E402
+from deepspeech2.model_config import preset  # noqa: E402
 
 FRAMES_PER_SECOND = 1000 / HOP_MS  # 100 feature frames a second of audio
 TRAIN_FACTOR = 3  # training step = forward + input gradients + weight gradients, each about one forward pass

@@ -40,7 +40,8 @@ def main():
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     keras.config.set_dtype_policy("mixed_bfloat16" if args.precision == "bf16" else "float32")
     from bench.train import random_batch
-    from deepspeech2.model import build_model, layers, preset
+    from deepspeech2.model import build_model, layers
+    from deepspeech2.model_config import preset
     from deepspeech2.train.ctc import sparse_ctc_loss
 
     config = dataclasses.replace(preset("ds2-small"), rnn_type="gru")

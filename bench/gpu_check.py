@@ -75,7 +75,7 @@ def train_steps() -> dict:
     from deepspeech2.data.pipeline import PipelineConfig
     from deepspeech2.data.shards import ShardConfig, make_shards
     from deepspeech2.features import FeatureConfig
-    from deepspeech2.model import TINY
+    from deepspeech2.model_config import TINY
     from deepspeech2.prepare.stats import compute_mean_std
     from deepspeech2.train.config import OptimizationConfig, TrainConfig
     from deepspeech2.train.trainer import train

@@ -144,7 +144,7 @@ def build(paddle):
 
 
 def step_flops(model, steps: int) -> float:
-    """Multiply-add FLOPs of one training step, counted as deepspeech2.model.geometry.forward_flops counts ours: the
+    """Multiply-add FLOPs of one training step, counted as deepspeech2.geometry.forward_flops counts ours: the
     convs, the GRUs' input and recurrent matmuls and the output layer, 3x the forward pass, from this model's
     weights' shapes (`steps`: GRU time steps)."""
     flops, frames, bins = 0.0, FRAMES, FEATURE_DIM

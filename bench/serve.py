@@ -52,7 +52,8 @@ def untrained_bundle(preset_name: str, folder: Path) -> Path:
     """A bundle of `preset_name` with random weights and stats of a few generated clips."""
     from deepspeech2.bundle import save_bundle
     from deepspeech2.features import FeatureConfig
-    from deepspeech2.model import build_model, preset
+    from deepspeech2.model import build_model
+    from deepspeech2.model_config import preset
     from deepspeech2.prepare.stats import compute_mean_std
     from deepspeech2.vocab import Vocabulary
 

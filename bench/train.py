@@ -85,7 +85,7 @@ def random_batch(vocab_size: int) -> tuple:
 
 def train_step_flops(config, batch: int, frames: int) -> float:
     """FLOPs of one training step: 3x the forward pass (forward, input and weight grads)."""
-    from deepspeech2.model.geometry import forward_flops
+    from deepspeech2.geometry import forward_flops
 
     return 3 * forward_flops(config, frames) * batch
 
@@ -96,7 +96,8 @@ def run_variant(variant: str, steps: int, warmup: int, xla_pieces: list[str], pr
     import keras
     from keras import ops
 
-    from deepspeech2.model import build_model, ctc_loss, preset
+    from deepspeech2.model import build_model, ctc_loss
+    from deepspeech2.model_config import preset
 
     rnn, precision, *rest = variant.split("-")
     if "unfused_front" in rest:

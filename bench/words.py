@@ -326,7 +326,7 @@ def main():
         if cache is not None:
             np.savez(cache, **{f"{s}{i}": lp for s, lps in log_probs.items() for i, lp in enumerate(lps)})
     from deepspeech2.feature_config import FeatureConfig
-    from deepspeech2.model.config import load_model_config
+    from deepspeech2.model_config import load_model_config
 
     model_dir = Path(args.model_dir)
     clock = FrameClock.of(load_model_config(str(model_dir / "model_config.json")),

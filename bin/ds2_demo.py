@@ -17,7 +17,10 @@ unless --host says otherwise; SIGTERM or Ctrl-C stops it. Only the page's own or
 --max_streams_per_client connections (docs/streaming.md, "Web demo limits").
 """
 
+import dataclasses
 import sys
+import tempfile
+from pathlib import Path
 
 from absl import flags
 
@@ -57,7 +60,13 @@ def main(argv):
 
         # Every flag named after a field of DemoConfig (or of its BatchingConfig) sets it.
         config = from_flags(DemoConfig, decoder=_decoding.override(FLAGS), batching=from_flags(BatchingConfig))
-        serve(config)
+        with tempfile.TemporaryDirectory(prefix="ds2-demo-") as scratch:
+            if (Path(config.model_dir) / "model.keras").is_file():  # a bundle: the demo serves exports only
+                from deepspeech2_export.saved_model import ExportConfig, export_model
+
+                version = export_model(ExportConfig(config.model_dir, scratch))
+                config = dataclasses.replace(config, model_dir=str(version))
+            serve(config)
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"ds2-demo: error: {e}")
 

@@ -9,7 +9,7 @@ import sys
 from absl import flags
 
 from deepspeech2.data.shards import ShardConfig, make_shards
-from deepspeech2.model.config import load_model_config
+from deepspeech2.model_config import load_model_config
 from deepspeech2.vocab import Vocabulary
 
 try:

@@ -247,7 +247,7 @@ def _validate(args: list[str]) -> int:
     file (and the dropped ones with their reasons next to it) and exits 0, or 1 when no line is usable. What
     make-shards converts on the fly (another sample rate, stereo) is a warning, not a problem, unless --strict.
     """
-    from deepspeech2.model.config import load_model_config
+    from deepspeech2.model_config import load_model_config
     from deepspeech2.prepare.validate import ValidationConfig, validate_manifest, write_clean
     from deepspeech2.vocab import Vocabulary
 

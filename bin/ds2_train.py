@@ -17,7 +17,7 @@ import sys
 from absl import flags
 
 from deepspeech2.data.pipeline import PipelineConfig
-from deepspeech2.model import PRESETS, load_model_config
+from deepspeech2.model_config import PRESETS, load_model_config
 from deepspeech2.train.config import (LR_SCHEDULES, MIXED_POLICIES, OPTIMIZERS, BenchmarkConfig, CheckpointConfig,
                                       OptimizationConfig, TrainConfig)
 from deepspeech2.train.trainer import train

@@ -25,8 +25,8 @@ import keras
 
 from deepspeech2.features import FeatureConfig, Normalizer
 from deepspeech2.fileio import durable_replace, make_parent, remove_stale_temps, temp_prefix, write_json
-from deepspeech2.model import ModelConfig
 from deepspeech2.model import deepspeech2 as _graph  # noqa: F401  registers the layers load_model reads
+from deepspeech2.model_config import ModelConfig
 from deepspeech2.vocab import Vocabulary
 
 

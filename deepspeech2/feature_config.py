@@ -1,6 +1,6 @@
 """How waveforms become features (`FeatureConfig`) and how many frames they give (`num_frames`): the feature
-settings without TensorFlow, for code that only needs lengths and dimensions (`deepspeech2.model.config`,
-`deepspeech2.model.geometry`, `data/`). The features themselves are computed in `deepspeech2.features`.
+settings without TensorFlow, for code that only needs lengths and dimensions (`deepspeech2.model_config`,
+`deepspeech2.geometry`, `data/`). The features themselves are computed in `deepspeech2.features`.
 
 Frame count convention (the seed's, and what streaming wants): only frames that lie completely inside
 the audio, `num_frames = 1 + (samples - window) // hop` (0 when shorter than one window). So the valid
@@ -10,6 +10,7 @@ frames of an utterance never depend on how much padding its batch has.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 
 from deepspeech2 import configs
@@ -127,6 +128,14 @@ class FeatureConfig:
         return configs.from_dict(cls, d)
 
 
-def num_frames(num_samples: int, config: FeatureConfig) -> int:
-    """Frames `compute_features` yields for `num_samples` samples: 1 + (n - window) // hop, or 0."""
-    return max(0, 1 + (int(num_samples) - config.window_length) // config.hop_length)
+def num_frames(num_samples, config: FeatureConfig):
+    """Frames `compute_features` yields for `num_samples` samples: 1 + (n - window) // hop, or 0.
+
+    The one frame-count rule: a number gives an int, an int tensor of any shape and backend (inside tf.data:
+    `features.frame_lengths`) its frame counts elementwise, with operators only, so no tensor library is imported.
+    """
+    if isinstance(num_samples, numbers.Real):
+        num_samples = int(num_samples)
+    frames = 1 + (num_samples - config.window_length) // config.hop_length
+    # (frames + |frames|) / 2 is max(frames, 0) for a tensor too
+    return max(frames, 0) if isinstance(frames, int) else (frames + abs(frames)) // 2

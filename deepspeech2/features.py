@@ -45,9 +45,8 @@ _NPZ_KEYS = ("mean", "std", "feature_config", "num_utterances", "num_frames", "n
 
 
 def frame_lengths(lengths: tf.Tensor, config: FeatureConfig) -> tf.Tensor:
-    """TF version of `num_frames`: int32 tensor of sample counts (any shape) -> int32 frame counts."""
-    lengths = tf.cast(lengths, tf.int32)
-    return tf.maximum(0, 1 + (lengths - config.window_length) // config.hop_length)
+    """`num_frames` of a tensor of sample counts (any shape, any int dtype), as int32 frame counts."""
+    return num_frames(tf.cast(lengths, tf.int32), config)
 
 
 @functools.lru_cache(maxsize=None)

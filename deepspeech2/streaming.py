@@ -39,8 +39,8 @@ import numpy as np
 import tensorflow as tf
 
 from deepspeech2.features import FeatureConfig, Normalizer, featurize
-from deepspeech2.model.config import ModelConfig
-from deepspeech2.model.geometry import same_padding
+from deepspeech2.geometry import same_padding
+from deepspeech2.model_config import ModelConfig
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,8 @@ from deepspeech2.decode import DecoderConfig
 from deepspeech2.decode.beam import check_lm_files, load_unigrams, unigrams_path_for
 from deepspeech2.decode.words import FrameClock, WordConfig
 from deepspeech2.fileio import write_json
+from deepspeech2.geometry import output_steps
 from deepspeech2.inference import acoustic_model
-from deepspeech2.model import output_steps
 from deepspeech2.streaming import StreamingModel, is_streamable
 from deepspeech2.vocab import BLANK_ID
 from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, FINAL, FRAME_CLOCK, LENGTHS,

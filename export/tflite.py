@@ -74,8 +74,9 @@ from deepspeech2.bundle import Bundle, load_bundle
 from deepspeech2.data.manifest import load_utterance, read_manifest, sample_utterances
 from deepspeech2.features import featurize
 from deepspeech2.fileio import atomic_write
+from deepspeech2.geometry import output_length
 from deepspeech2.inference import MAX_SECONDS
-from deepspeech2.model import build_model, output_length
+from deepspeech2.model import build_model
 from deepspeech2_export import FEATURE_LENGTHS, FEATURES, LOG_PROBS, OUTPUT_LENGTHS, SERVING_DEFAULT, TFLITE_METADATA
 
 logger = logging.getLogger(__name__)

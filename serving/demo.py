@@ -87,8 +87,6 @@ import logging
 import mimetypes
 import os
 import re
-import shutil
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -138,7 +136,7 @@ STREAMING, OFFLINE = "streaming", "offline"  # the modes (`hello`'s "mode"): str
 class DemoConfig:
     """What ds2-demo serves, and where."""
 
-    model_dir: str  # an export (ds2-export's model base path, or one version folder), or a model bundle
+    model_dir: str  # an export: ds2-export's model base path, or one version folder (ds2-demo exports a bundle first)
     host: str = "127.0.0.1"  # the address to bind
     port: int = DEFAULT_PORT  # 0: a free port (see `port_file`)
     port_file: str = ""  # write the bound port here once serving
@@ -185,14 +183,12 @@ def normalize_origin(origin: str) -> str | None:
     return f"{url.scheme}://{host}:{port or DEFAULT_PORTS[url.scheme]}"
 
 
-def resolve_version(model_dir: str | os.PathLike, scratch: Path) -> Path:
-    """The SavedModel version folder to serve for `model_dir`.
-
-    An export's version folder is used as it is; a model base path gives its newest version; a model bundle
-    (model.keras) is exported into `scratch` first (the server itself only ever loads the SavedModel).
+def resolve_version(model_dir: str | os.PathLike) -> Path:
+    """The SavedModel version folder to serve for `model_dir`: an export's version folder as it is, or a model base
+    path's newest version. The demo loads SavedModels only, never the model code that exporting takes.
 
     Raises:
-        FileNotFoundError: none of these.
+        FileNotFoundError: neither; a model bundle (model.keras) is named as one to export first.
     """
     path = Path(model_dir)
     if (path / "saved_model.pb").is_file():
@@ -201,12 +197,10 @@ def resolve_version(model_dir: str | os.PathLike, scratch: Path) -> Path:
     if version is not None:
         return path / str(version)
     if (path / "model.keras").is_file():
-        from deepspeech2_export.saved_model import ExportConfig, export_model
-
-        logger.info("exporting the bundle %s to %s", path, scratch)
-        return export_model(ExportConfig(str(path), str(scratch)))
-    raise FileNotFoundError(f"`model_dir` {path} is neither an export (a version folder with saved_model.pb, or a "
-                            "folder of versions from ds2-export) nor a model bundle (model.keras)")
+        raise FileNotFoundError(f"`model_dir` {path} is a model bundle; export it first (ds2-export, or ds2-demo "
+                                "--model_dir, which exports a bundle into a temporary folder)")
+    raise FileNotFoundError(f"`model_dir` {path} is not an export (a version folder with saved_model.pb, or a folder "
+                            "of versions from ds2-export)")
 
 
 def json_depth(text: str) -> int:
@@ -601,7 +595,6 @@ class RunningDemo:
     _stop: asyncio.Event
     _thread: threading.Thread
     _server: DemoServer
-    _scratch: Path
 
     @property
     def mode(self) -> str:
@@ -612,7 +605,6 @@ class RunningDemo:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(30)
         self._server.predictor.close(10)
-        shutil.rmtree(self._scratch, ignore_errors=True)
 
 
 def start(config: DemoConfig) -> RunningDemo:
@@ -621,20 +613,15 @@ def start(config: DemoConfig) -> RunningDemo:
     The mode follows the export: streaming when it has stream_step, offline (push to talk) when not.
 
     Raises:
-        FileNotFoundError: `model_dir` holds no export or bundle.
+        FileNotFoundError: `model_dir` holds no export.
         ValueError: the address can't be bound, or the export can't be served (see `Servable`).
     """
     import websockets.asyncio.server
 
-    scratch = Path(tempfile.mkdtemp(prefix="ds2-demo-"))
-    try:
-        version_dir = resolve_version(config.model_dir, scratch)
-        servable = Servable(version_dir, version_dir.parent.name, config.decoder)
-        server = DemoServer(config, servable)
-        servable.warm_up(lambda request, s: server.predictor.predict(request, s, direct=True))
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
+    version_dir = resolve_version(config.model_dir)
+    servable = Servable(version_dir, version_dir.parent.name, config.decoder)
+    server = DemoServer(config, servable)
+    servable.warm_up(lambda request, s: server.predictor.predict(request, s, direct=True))
     ready: dict = {}
     started = threading.Event()
 
@@ -666,14 +653,13 @@ def start(config: DemoConfig) -> RunningDemo:
     started.wait()
     if "error" in ready:
         server.predictor.close()
-        shutil.rmtree(scratch, ignore_errors=True)
         raise ValueError(f"can't listen on {config.host}:{config.port}: {ready['error']} (--port 0 picks a free port)")
     port = ready["port"]
     if config.port_file:
         with atomic_write(config.port_file) as f:
             f.write(f"{port}\n")
     host = f"[{config.host}]" if ":" in config.host else config.host
-    return RunningDemo(port, f"http://{host}:{port}/", servable, ready["loop"], ready["stop"], thread, server, scratch)
+    return RunningDemo(port, f"http://{host}:{port}/", servable, ready["loop"], ready["stop"], thread, server)
 
 
 def serve(config: DemoConfig) -> None:

@@ -9,7 +9,8 @@ import pytest
 
 from deepspeech2.bundle import init_from, load_bundle, save_bundle
 from deepspeech2.features import FeatureConfig, Normalizer
-from deepspeech2.model import TINY, build_model
+from deepspeech2.model import build_model
+from deepspeech2.model_config import TINY
 from deepspeech2.vocab import Vocabulary
 
 

@@ -5,7 +5,7 @@ import pytest
 from deepspeech2.configs import from_dict
 from deepspeech2.decode import DecoderConfig
 from deepspeech2.features import FeatureConfig
-from deepspeech2.model import ModelConfig
+from deepspeech2.model_config import ModelConfig
 
 
 @dataclass(frozen=True)

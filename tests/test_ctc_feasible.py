@@ -8,9 +8,9 @@ import pytest
 import tensorflow as tf
 
 from deepspeech2.features import FeatureConfig, compute_features
-from deepspeech2.model import (DS2_SMALL, PRESETS, ModelConfig, build_model, ctc_feasible, ctc_label_steps,
-                               load_model_config, output_length, output_steps)
-from deepspeech2.model.geometry import min_input_frames
+from deepspeech2.geometry import ctc_feasible, ctc_label_steps, min_input_frames, output_length, output_steps
+from deepspeech2.model import build_model
+from deepspeech2.model_config import DS2_SMALL, PRESETS, ModelConfig, load_model_config
 
 from factories import modules_loaded_by
 
@@ -115,10 +115,10 @@ def test_load_model_config(tmp_path):
 
 
 def test_geometry_and_configs_import_without_tensorflow():
-    # data/ (validate, make-shards' checks) and export/ take lengths from these modules; importing any
-    # `deepspeech2.model.<module>` runs deepspeech2/model/__init__.py first, so this covers it too.
-    code = ("import deepspeech2.model.geometry, deepspeech2.model.config, deepspeech2.feature_config\n"
-            "from deepspeech2.model import DS2_SMALL, output_steps\n"
+    # data/ (validate, make-shards' checks), the decoders' clock and export/ take lengths from these modules.
+    code = ("import deepspeech2.geometry, deepspeech2.model_config, deepspeech2.feature_config\n"
+            "from deepspeech2.geometry import output_steps\n"
+            "from deepspeech2.model_config import DS2_SMALL\n"
             "from deepspeech2.feature_config import FeatureConfig\n"
             "assert output_steps(DS2_SMALL, FeatureConfig(), 16000) == 24\n")
     assert modules_loaded_by(code, ("tensorflow", "keras", "jax", "torch"), timeout=120) == []

@@ -21,7 +21,8 @@ from websockets.sync.client import connect
 from deepspeech2.audio import save_wav, speech_like_clip
 from deepspeech2.bundle import save_bundle
 from deepspeech2.features import FeatureConfig
-from deepspeech2.model import DS2_STREAMING, build_model
+from deepspeech2.model import build_model
+from deepspeech2.model_config import DS2_STREAMING
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export.saved_model import ExportConfig, export_model

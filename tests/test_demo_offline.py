@@ -7,6 +7,7 @@ The page in real Chromium: tests/test_demo_page.py."""
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 import time
@@ -23,7 +24,8 @@ from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.decode.words import FrameClock, decode_words
 from deepspeech2.features import FeatureConfig
-from deepspeech2.model import TINY, build_model
+from deepspeech2.model import build_model
+from deepspeech2.model_config import TINY
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import STREAM_STEP
@@ -330,3 +332,28 @@ def test_ds2_demo_command_serves_an_offline_export(model, clips, references, tmp
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+def test_ds2_demo_command_exports_a_bundle_first(model, tmp_path):
+    """The demo serves exports only (it loads no model code); its command exports a bundle into a temporary folder
+    first, and removes the folder when it stops."""
+    bundle_dir = str(model[0].path)
+    with pytest.raises(FileNotFoundError, match="is a model bundle; export it first"):
+        start(DemoConfig(bundle_dir, port=0))
+    server = subprocess.Popen([str(VENV_BIN / "ds2-demo"), "--model_dir", bundle_dir, "--port", "0",
+                               "--port_file", str(tmp_path / "port")], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        seen = []
+        for line in server.stdout:
+            seen.append(line)
+            if line.startswith("ds2-demo: model"):
+                break
+        else:
+            pytest.fail(f"ds2-demo exited with status {server.wait()}: {''.join(seen)[-3000:]}")
+        served = Path(re.search(r" \((.+?)\), ", line).group(1))  # the version folder of the export it made
+        assert (served / "saved_model.pb").is_file() and "push to talk" in line and "greedy" in line, line
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert server.returncode == 0 and not served.exists()

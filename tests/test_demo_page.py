@@ -23,6 +23,7 @@ after the server closed its idle connection. tests/test_demo_limits.py checks th
 
 import contextlib
 import dataclasses
+import functools
 import http.server
 import io
 import re
@@ -44,9 +45,11 @@ from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.decode import Decoder, DecoderConfig, greedy_decode
 from deepspeech2.decode.words import FrameClock, decode_words
 from deepspeech2.features import FeatureConfig, Normalizer, featurize
-from deepspeech2.model import DS2_STREAMING, build_model
+from deepspeech2.model import build_model
 from deepspeech2.model.ctc import ctc_loss
+from deepspeech2.model_config import DS2_STREAMING
 from deepspeech2.vocab import Vocabulary
+from deepspeech2_export.saved_model import ExportConfig, export_model
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = [pytest.mark.slow,
@@ -176,6 +179,12 @@ def speech_wav(tmp_path_factory):
     return speech, wav
 
 
+@functools.cache
+def export_of(bundle_dir: Path) -> str:
+    """The bundle exported once, beside it: ds2-demo serves exports (its command exports a bundle the same way)."""
+    return str(export_model(ExportConfig(str(bundle_dir), str(Path(bundle_dir).parent / "export"))))
+
+
 @pytest.fixture(scope="module")
 def wav_and_reference(tmp_path_factory, speech_wav):
     """The fake microphone's WAV, the trained streaming bundle, and the model's greedy transcript of the whole WAV."""
@@ -211,7 +220,7 @@ def demo(wav_and_reference):
     from deepspeech2_serving.demo import DemoConfig, start
 
     _, bundle_dir, _ = wav_and_reference
-    running = start(DemoConfig(str(bundle_dir), port=0))
+    running = start(DemoConfig(export_of(bundle_dir), port=0))
     yield running
     running.stop()
 
@@ -381,7 +390,7 @@ def test_streaming_with_an_lm_shows_a_files_words_and_plays_from_one(wav_and_ref
 
     wav, bundle_dir, _ = wav_and_reference
     reference = reference_words(bundle_dir, wav, sentence_lm)
-    running = start(DemoConfig(str(bundle_dir), port=0, decoder=sentence_lm))
+    running = start(DemoConfig(export_of(bundle_dir), port=0, decoder=sentence_lm))
     driver = chromium(None)
     try:
         driver.get(running.url)
@@ -411,7 +420,7 @@ def test_offline_model_is_push_to_talk_with_the_lm(offline_model, speech_wav):
 
     bundle_dir, decoder, reference = offline_model
     wav = speech_wav[1]
-    running = start(DemoConfig(str(bundle_dir), port=0, decoder=decoder))
+    running = start(DemoConfig(export_of(bundle_dir), port=0, decoder=decoder))
     driver = chromium(wav)
     try:
         driver.get(running.url)
@@ -466,7 +475,7 @@ def test_page_shows_a_denied_microphone_and_a_server_that_went_away(wav_and_refe
 
     from deepspeech2_serving.demo import DemoConfig, start
 
-    running = start(DemoConfig(str(wav_and_reference[1]), port=0))
+    running = start(DemoConfig(export_of(wav_and_reference[1]), port=0))
     driver = chromium(None)
     try:  # the user said no to the microphone
         driver.execute_cdp_cmd("Browser.setPermission", {"permission": {"name": "microphone"}, "setting": "denied",
@@ -541,7 +550,7 @@ def test_page_on_localhost_works_and_a_page_of_another_origin_is_refused(untrain
 
     from deepspeech2_serving.demo import DemoConfig, start
 
-    running = start(DemoConfig(str(untrained_bundle), port=0))
+    running = start(DemoConfig(export_of(untrained_bundle), port=0))
     driver = chromium(None)
     try:
         for url in (running.url, f"http://localhost:{running.port}/"):  # the same page under both names
@@ -565,7 +574,7 @@ def test_page_reconnects_after_its_idle_connection_was_closed(untrained_bundle, 
 
     wav = tmp_path / "clip.wav"
     save_wav(wav, speech_like_clip(1.2))
-    running = start(DemoConfig(str(untrained_bundle), port=0, idle_seconds=3))
+    running = start(DemoConfig(export_of(untrained_bundle), port=0, idle_seconds=3))
     driver = chromium(None)
     try:
         driver.get(running.url)

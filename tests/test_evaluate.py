@@ -22,7 +22,9 @@ from deepspeech2.decode import DecoderConfig
 from deepspeech2.evaluate import EvalConfig, evaluate, format_report
 from deepspeech2.features import FeatureConfig
 from deepspeech2.inference import compute_log_probs
-from deepspeech2.model import TINY, build_model, output_steps
+from deepspeech2.geometry import output_steps
+from deepspeech2.model import build_model
+from deepspeech2.model_config import TINY
 from deepspeech2.prepare import chime4, librispeech, tedlium, wsj
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.train import dev
@@ -48,7 +50,7 @@ ZH_TEXTS = ["你好吗", "我很好 谢谢", "今天天气不错", "你好 今�
 
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_trainer_dev_scores_equal_ds2_eval(tmp_path, language):
-    """The trainer's dev WER/CER (`deepspeech2.train.dev.evaluate`) and ds2-eval's (`evaluate`) score the same
+    """The trainer's dev WER/CER (`deepspeech2.train.dev.dev_scores`) and ds2-eval's (`evaluate`) score the same
     transcripts alike; for Mandarin both count characters as words, so WER == CER."""
     manifest, utts = make_manifest(tmp_path, n=4)
     if language == "zh":
@@ -71,7 +73,7 @@ def test_trainer_dev_scores_equal_ds2_eval(tmp_path, language):
     def eval_fn(features, lengths):
         return bundle.model({"features": features, "feature_lengths": lengths}, training=False)
 
-    dev_wer, dev_cer, pairs = dev.evaluate(
+    dev_wer, dev_cer, pairs = dev.dev_scores(
         eval_fn, (str(tmp_path / "shards"),), bundle.feature_config, bundle.normalizer, bundle.vocab,
         PipelineConfig(batch_size=2, num_buckets=0), num_examples=len(utts))
     report = evaluate(EvalConfig(str(tmp_path / "model"), (str(manifest),), progress=False))

@@ -20,7 +20,8 @@ from deepspeech2.audio import load_audio, speech_like_clip
 from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.decode import Decoder, DecoderConfig, GreedyStream
 from deepspeech2.features import FeatureConfig, featurize
-from deepspeech2.model import TINY, build_model
+from deepspeech2.model import build_model
+from deepspeech2.model_config import TINY
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import BLANK_ID, Vocabulary
 from deepspeech2_export import ASSETS_EXTRA, SERVING_DEFAULT, TRANSCRIBE_WAV

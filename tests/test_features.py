@@ -205,6 +205,8 @@ def test_num_frames_convention():
     assert {n: num_frames(n, cfg) for n in cases} == cases
     lengths = tf.constant(list(cases), tf.int64)
     assert frame_lengths(lengths, cfg).numpy().tolist() == list(cases.values())
+    assert frame_lengths(lengths, cfg).dtype == tf.int32
+    assert num_frames(np.array(list(cases)), cfg).tolist() == list(cases.values())  # the same rule elementwise
     for n in (0, 100, 320, 481):  # the graph's own frame count agrees at the batch level too
         feats, _ = compute_features(np.zeros((2, n), np.float32), [n, n], cfg)
         assert feats.shape == (2, num_frames(n, cfg), 161)

@@ -196,7 +196,8 @@ def servable(tmp_path_factory, hello_world_lm):
 
     from deepspeech2.bundle import save_bundle
     from deepspeech2.features import FeatureConfig
-    from deepspeech2.model import TINY, build_model
+    from deepspeech2.model import build_model
+    from deepspeech2.model_config import TINY
     from deepspeech2.prepare.stats import compute_mean_std
     from factories import make_manifest
     from deepspeech2_export.saved_model import ExportConfig, export_model

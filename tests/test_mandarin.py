@@ -25,7 +25,8 @@ from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.features import FeatureConfig, featurize
-from deepspeech2.model import TINY, build_model
+from deepspeech2.model import build_model
+from deepspeech2.model_config import TINY
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.text import is_cjk
 from deepspeech2.vocab import UNK_CHAR, Vocabulary

@@ -11,10 +11,11 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
-from deepspeech2.model import (DS1, DS2_SMALL, PRESETS, TINY, BatchNormRNN, ConvFrontEnd, FullyConnected, KerasGRU,
-                               ModelConfig, RowConv, SequenceBatchNorm, UtteranceMeanNorm, build_model, ctc_loss,
-                               gru_recurrence, log_probs, lstm_recurrence, output_length, predict_log_probs, preset,
-                               rnn_recurrence)
+from deepspeech2.geometry import output_length
+from deepspeech2.model import (BatchNormRNN, ConvFrontEnd, FullyConnected, KerasGRU, RowConv, SequenceBatchNorm,
+                               UtteranceMeanNorm, build_model, ctc_loss, gru_recurrence, log_probs, lstm_recurrence,
+                               predict_log_probs, rnn_recurrence)
+from deepspeech2.model_config import DS1, DS2_SMALL, PRESETS, TINY, ModelConfig, preset
 
 RNG = np.random.default_rng(0)
 
@@ -622,7 +623,8 @@ def test_ctc_loss_matches_tf_reference():
 _JAX_SCRIPT = """
 import sys
 import jax, jax.numpy as jnp, keras, numpy as np
-from deepspeech2.model import TINY, build_model, ctc_loss
+from deepspeech2.model import build_model, ctc_loss
+from deepspeech2.model_config import TINY
 assert keras.backend.backend() == "jax"
 data = np.load(sys.argv[1] + "/batch.npz")
 model = build_model(TINY)
@@ -666,7 +668,7 @@ def test_forward_flops_count_every_weight_at_its_positions(name):
     """`forward_flops` (geometry, TF-free) against a count from the built model's kernels: each conv kernel at its
     output positions, every other kernel (FC, RNN input and recurrent, row conv, logits) once a step and direction.
     The presets' geometry with fewer RNN units, so that they build in a moment."""
-    from deepspeech2.model.geometry import conv_output_length, forward_flops
+    from deepspeech2.geometry import conv_output_length, forward_flops
 
     config = dataclasses.replace(PRESETS[name], rnn_units=min(PRESETS[name].rnn_units, 48)) if name in PRESETS \
         else dataclasses.replace(TINY, rnn_type="lstm", fc_before_units=(24,), fc_after_units=(12,))

@@ -14,7 +14,7 @@ from deepspeech2.data.pipeline import (PipelineConfig, ShardSet, count_infeasibl
                                        padding_efficiency)
 from deepspeech2.data.shards import ShardConfig, make_shards
 from deepspeech2.features import FeatureConfig, Normalizer, compute_features, featurize
-from deepspeech2.model import ModelConfig
+from deepspeech2.model_config import ModelConfig
 from deepspeech2.vocab import Vocabulary
 
 from factories import make_manifest

@@ -10,8 +10,11 @@ import numpy as np
 from deepspeech2.audio import save_wav, speech_like_clip
 from deepspeech2.bundle import save_bundle
 from deepspeech2.features import FeatureConfig, Normalizer
-from deepspeech2.model import TINY, build_model
+from deepspeech2.model import build_model
+from deepspeech2.model_config import TINY
 from deepspeech2.vocab import Vocabulary
+
+from factories import modules_loaded_by
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
 
@@ -40,3 +43,9 @@ def test_python_api_page_runs_as_written(tmp_path, monkeypatch, hello_world_lm):
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test, out=report.append)
     assert runner.failures == 0, "".join(report)
+
+
+def test_importing_the_package_loads_no_tensorflow():
+    """`import deepspeech2` names the calls of the page's first sections; only calling one loads TensorFlow."""
+    code = "import deepspeech2\nassert callable(deepspeech2.load_bundle) and callable(deepspeech2.transcribe_files)\n"
+    assert modules_loaded_by(code, ("tensorflow", "keras"), timeout=120) == []

@@ -10,7 +10,7 @@ import soundfile as sf
 from deepspeech2.audio import from_pcm16, load_audio, save_wav, speech_like_clip, to_pcm16
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.data.shards import ShardConfig, load_index, make_shards, read_shards, shard_paths
-from deepspeech2.model import ModelConfig
+from deepspeech2.model_config import ModelConfig
 from deepspeech2.vocab import Vocabulary
 
 from factories import make_manifest

@@ -29,7 +29,8 @@ from deepspeech2.bundle import load_bundle, save_bundle
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.decode.words import FrameClock, WordConfig, decode_words
 from deepspeech2.features import FeatureConfig, featurize
-from deepspeech2.model import DS2_STREAMING, build_model
+from deepspeech2.model import build_model
+from deepspeech2.model_config import DS2_STREAMING
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import ASSETS_EXTRA, STREAM_STEP
@@ -520,12 +521,13 @@ def test_session_store_limits(model):
 
 
 @pytest.fixture(scope="module")
-def demo(model):
-    """ds2-demo in this process on a free port, started from the bundle (exported on the way)."""
+def demo(model, tmp_path_factory):
+    """ds2-demo in this process on a free port, serving the bundle exported as its command exports one."""
     from deepspeech2_serving.demo import DemoConfig, start
 
     _, bundle_dir, _, lm = model
-    running = start(DemoConfig(str(bundle_dir), port=0, decoder=dataclasses.replace(lm, num_workers=1)))
+    version = export_model(ExportConfig(str(bundle_dir), str(tmp_path_factory.mktemp("demo"))))
+    running = start(DemoConfig(str(version), port=0, decoder=dataclasses.replace(lm, num_workers=1)))
     yield running
     running.stop()
 

@@ -11,7 +11,9 @@ import tensorflow as tf
 from deepspeech2.audio import speech_like_clip
 from deepspeech2.decode import GreedyStream, greedy_decode
 from deepspeech2.features import FeatureConfig, Normalizer, featurize, num_frames
-from deepspeech2.model import DS2_STREAMING, TINY, build_model, output_length
+from deepspeech2.geometry import output_length
+from deepspeech2.model import build_model
+from deepspeech2.model_config import DS2_STREAMING, TINY
 from deepspeech2.streaming import StreamingModel, check_streamable, streaming_step
 from deepspeech2.vocab import Vocabulary
 

@@ -22,7 +22,8 @@ from deepspeech2.data.manifest import read_manifest
 from deepspeech2.decode import Decoder, DecoderConfig
 from deepspeech2.features import FeatureConfig, featurize
 from deepspeech2.inference import compute_log_probs, transcribe
-from deepspeech2.model import TINY, ModelConfig, build_model
+from deepspeech2.model import build_model
+from deepspeech2.model_config import TINY, ModelConfig
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export.tflite import TFLiteConfig, export_tflite, read_metadata, tflite_acoustic_model

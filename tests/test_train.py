@@ -20,7 +20,7 @@ import tensorflow as tf
 from deepspeech2.bundle import load_bundle
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.features import FeatureConfig
-from deepspeech2.model import DS1, TINY
+from deepspeech2.model_config import DS1, TINY
 from deepspeech2.train import precision
 from deepspeech2.train.config import BenchmarkConfig, CheckpointConfig, OptimizationConfig, TrainConfig
 import deepspeech2.train.trainer as train_module
@@ -93,7 +93,7 @@ def test_learning_curve_has_the_loss_within_each_epoch(data, tmp_path):
 def test_model_is_the_best_dev_epoch_and_last_the_last(data, tmp_path, monkeypatch):
 
     wers = iter([0.6, 0.4, 0.5])  # epoch 2 is the best; epoch 3 is worse
-    monkeypatch.setattr(train_module, "evaluate", lambda *a, **k: (next(wers), 0.1, []))
+    monkeypatch.setattr(train_module, "dev_scores", lambda *a, **k: (next(wers), 0.1, []))
     run = tmp_path / "run"
     train(_config(data, run, epochs=2))
     epoch2 = _weights(load_bundle(run / "last").model)
@@ -112,7 +112,7 @@ def test_without_spaces_the_model_is_the_best_dev_cer_epoch(data, tmp_path, monk
 
     monkeypatch.setattr(Vocabulary, "spaced", property(lambda self: False))
     scores = iter([(0.95, 0.5), (0.95, 0.3), (0.95, 0.4)])  # epoch 2 has the best CER
-    monkeypatch.setattr(train_module, "evaluate", lambda *a, **k: (*next(scores), []))
+    monkeypatch.setattr(train_module, "dev_scores", lambda *a, **k: (*next(scores), []))
     run = tmp_path / "run"
     result = train(_config(data, run, epochs=2))
     epoch2 = _weights(load_bundle(run / "last").model)
@@ -159,7 +159,7 @@ def test_averaged_weights_become_the_model_only_when_better_on_dev(data, tmp_pat
     last = _record_last_bundles(monkeypatch)
     # epochs 1-2, the average of 1-2; resumed: epoch 3, the average of 2-3 (epoch 2's weights from disk)
     wers = iter([0.6, 0.4, 0.7, 0.5, average_wer])
-    monkeypatch.setattr(train_module, "evaluate", lambda *a, **k: (next(wers), 0.1, []))
+    monkeypatch.setattr(train_module, "dev_scores", lambda *a, **k: (next(wers), 0.1, []))
     run = tmp_path / "run"
     train(_config(data, run, epochs=2, average_epochs=2))
     assert json.loads((run / "average.json").read_text())["epochs"] == [1, 2]

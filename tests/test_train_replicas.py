@@ -20,7 +20,7 @@ import pytest
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.data.shards import load_index
 from deepspeech2.features import FeatureConfig
-from deepspeech2.model import TINY
+from deepspeech2.model_config import TINY
 
 from factories import make_training_data
 
@@ -39,7 +39,7 @@ _REPLICAS = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 3)
     from deepspeech2.data.pipeline import PipelineConfig, make_dataset
-    from deepspeech2.model import TINY
+    from deepspeech2.model_config import TINY
     import deepspeech2.train.trainer as T
     from deepspeech2.train.config import BenchmarkConfig, OptimizationConfig
 
@@ -208,7 +208,7 @@ def test_two_workers_stay_identical(data, tmp_path):
     script = textwrap.dedent(f"""
         import sys, numpy as np
         from deepspeech2.data.pipeline import PipelineConfig
-        from deepspeech2.model import TINY
+        from deepspeech2.model_config import TINY
         from deepspeech2.train.config import OptimizationConfig, TrainConfig
         from deepspeech2.train.trainer import train
         d = {str(data)!r}
@@ -241,7 +241,7 @@ def test_two_workers_stay_identical(data, tmp_path):
 _WORKER = textwrap.dedent("""
     import sys, numpy as np
     from deepspeech2.data.pipeline import PipelineConfig
-    from deepspeech2.model import TINY
+    from deepspeech2.model_config import TINY
     from deepspeech2.train.config import CheckpointConfig, OptimizationConfig, TrainConfig
     from deepspeech2.train.trainer import train
     d, workdir, out, *batch = sys.argv[1:]

@@ -167,7 +167,8 @@ def test_cli_end_to_end(tmp_path, lm_path):
     """ds2-tune on a (random, untrained) tiny model bundle: acoustic outputs once, a 2 x 2 grid, JSON + PNG."""
     from deepspeech2.bundle import save_bundle
     from deepspeech2.features import FeatureConfig, Normalizer
-    from deepspeech2.model import TINY, build_model
+    from deepspeech2.model import build_model
+    from deepspeech2.model_config import TINY
     from factories import make_manifest
 
     config = FeatureConfig()

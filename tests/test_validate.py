@@ -10,7 +10,7 @@ from deepspeech2.audio import DURATION_TOLERANCE, load_audio, save_wav, speech_l
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.data.shards import ShardConfig, load_index, make_shards, read_shards, shard_paths
 from deepspeech2.features import FeatureConfig, compute_features
-from deepspeech2.model import DS2_SMALL, TINY
+from deepspeech2.model_config import DS2_SMALL, TINY
 from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.prepare.validate import ValidationConfig, validate_manifest, write_clean
 from deepspeech2.vocab import Vocabulary

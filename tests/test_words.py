@@ -14,7 +14,7 @@ from deepspeech2.decode.words import (FrameClock, Hypothesis, Word, WordConfig, 
                                       hypotheses, logit, nbest_posterior, words)
 from deepspeech2.feature_config import FeatureConfig
 from deepspeech2.metrics import align, hypothesis_hits
-from deepspeech2.model.config import DS2_PAPER_EN, DS2_SMALL, TINY, ModelConfig
+from deepspeech2.model_config import DS2_PAPER_EN, DS2_SMALL, TINY, ModelConfig
 from deepspeech2.vocab import Vocabulary
 
 EN = Vocabulary.english()

@@ -5,8 +5,9 @@
 
 A module may import its own stage and the stages above it in `STAGES`, never one below: data never reaches the
 Keras model, the online input pipeline (data) never imports the offline preparation (prepare), decode needs no model
-code (so the server can use it), export never imports serving, and only the CLIs (bin/) import absl. Importing a
-bin/ module defines its flags and does nothing else (`side_effects`).
+code (so the server can use it), export never imports serving, and only the CLIs (bin/) import absl. On top of the
+order, `NEVER` keeps the decoders and the servers off the model package altogether, also through what they import.
+Importing a bin/ module defines its flags and does nothing else (`side_effects`).
 tests/test_architecture.py runs `violations` and `side_effects` on the repository.
 """
 
@@ -22,23 +23,35 @@ REPO = Path(__file__).resolve().parents[1]
 # Folder -> import name (setup.cfg's package_dir).
 FOLDERS = {"deepspeech2": "deepspeech2", "bin": "deepspeech2_cli", "export": "deepspeech2_export",
            "serving": "deepspeech2_serving"}
-# (stage, what it owns: module prefixes), in the order of the flow; the longest matching prefix decides.
+# (stage, what it owns: module prefixes), in the order of the flow; the longest matching prefix decides. A prefix
+# ending in "." owns the modules under it but not the package itself: "deepspeech2." is the library's catch-all, and
+# the package's `__init__` (`deepspeech2`, the names a user imports) sits above the library it names.
 STAGES = (
-    ("base", ("deepspeech2", "deepspeech2.configs", "deepspeech2.fileio", "deepspeech2.text", "deepspeech2.vocab",
+    ("base", ("deepspeech2.", "deepspeech2.configs", "deepspeech2.fileio", "deepspeech2.text", "deepspeech2.vocab",
               "deepspeech2.audio", "deepspeech2.progress", "deepspeech2.metrics")),
     ("features", ("deepspeech2.feature_config", "deepspeech2.features")),
-    ("geometry", ("deepspeech2.model.config", "deepspeech2.model.geometry")),
+    ("geometry", ("deepspeech2.model_config", "deepspeech2.geometry")),
     ("decode", ("deepspeech2.decode",)),
     ("data", ("deepspeech2.data",)),
     ("prepare", ("deepspeech2.prepare",)),
     ("model", ("deepspeech2.model",)),
     ("inference", ("deepspeech2.bundle", "deepspeech2.streaming", "deepspeech2.inference")),
     ("train", ("deepspeech2.train", "deepspeech2.evaluate")),
+    ("api", ("deepspeech2",)),
     ("export", ("deepspeech2_export",)),
     ("serving", ("deepspeech2_serving",)),
     ("cli", ("deepspeech2_cli",)),
 )
 CLI_ONLY = ("absl",)  # top-level packages only bin/ may import
+# (importer, imported): module prefixes the importer never reaches, directly or through the modules it imports at any
+# depth, though the flow allows it. The decoders take log-probabilities and ds2-serve and ds2-demo serve SavedModels:
+# none of them needs the Keras model code.
+NEVER = (("deepspeech2.decode", "deepspeech2.model"), ("deepspeech2_serving", "deepspeech2.model"))
+
+
+def _owned(module: str, prefix: str) -> bool:
+    """`module` is `prefix` or under it; a prefix ending in "." owns only what is under it."""
+    return module.startswith(prefix) if prefix.endswith(".") else module == prefix or module.startswith(prefix + ".")
 
 
 def stage(module: str) -> int | None:
@@ -46,7 +59,7 @@ def stage(module: str) -> int | None:
     best = None
     for i, (_, prefixes) in enumerate(STAGES):
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+            if _owned(module, prefix) and (best is None or len(prefix) > best[1]):
                 best = (i, len(prefix))
     return None if best is None else best[0]
 
@@ -81,11 +94,36 @@ def edges(root: Path = REPO) -> list[tuple[str, str]]:
             if stage(target) is not None]
 
 
+def reached(start: str, found: dict[str, Path], prefix: str, own: str) -> list[str] | None:
+    """The shortest chain of imports from `start` to a module under `prefix` (`start` first, that module last), or
+    None when none of what `start` imports, at any depth, is under it. Modules under `own` (`start`'s side of the
+    rule) are not followed: each answers for its own imports, so one bad import is one line."""
+    chains = {start: [start]}
+    queue = collections.deque([start])
+    while queue:
+        mod = queue.popleft()
+        for target in imports(found[mod], set(found)) if mod in found else ():
+            if target in chains:
+                continue
+            chains[target] = chains[mod] + [target]
+            if _owned(target, prefix):
+                return chains[target]
+            if not _owned(target, own):
+                queue.append(target)
+    return None
+
+
 def violations(root: Path = REPO) -> list[str]:
-    """One line per import against the flow."""
+    """One line per import against the flow, and per module that reaches what `NEVER` keeps it from."""
     bad = []
     found = modules(root)
     for mod, path in found.items():
+        for importer, imported in NEVER:
+            chain = reached(mod, found, imported, importer) if _owned(mod, importer) else None
+            if chain:
+                through = f" (through {', '.join(chain[1:-1])})" if len(chain) > 2 else ""
+                bad.append(f"{path.relative_to(root)}: {mod} imports {chain[-1]}{through}: {importer} never "
+                           f"imports {imported}")
         own = stage(mod)
         for target in imports(path, set(found)):
             other = stage(target)

@@ -41,8 +41,8 @@ from deepspeech2.audio import MAX_DURATION
 from deepspeech2.data.augment.augmentation import Augmentation
 from deepspeech2.data.shards import load_index, parse_example, shard_problem
 from deepspeech2.features import FeatureConfig, Normalizer, featurize, frame_lengths, num_frames
-from deepspeech2.model.config import ModelConfig
-from deepspeech2.model.geometry import ctc_feasible, ctc_label_steps
+from deepspeech2.geometry import ctc_feasible, ctc_label_steps
+from deepspeech2.model_config import ModelConfig
 
 AUTOTUNE = tf.data.AUTOTUNE
 BLOCKS_IN_FLIGHT = 16  # blocks a shuffled epoch reads at once, record by record in turn
@@ -257,7 +257,7 @@ def make_dataset(
             pipelines (workers) and yields, for each step, one batch per replica of this pipeline
             (`split_over_replicas`).
         model_config: when given, utterances CTC can't fit through this model are dropped
-            (`deepspeech2.model.ctc_feasible` on the audio after waveform augmentation, which may change
+            (`deepspeech2.geometry.ctc_feasible` on the audio after waveform augmentation, which may change
             its length). `count_infeasible` counts them from the shard indexes.
 
     Returns:
@@ -414,7 +414,7 @@ def _with_options(ds: tf.data.Dataset, deterministic: bool) -> tf.data.Dataset:
 def count_infeasible(shard_dirs: Sequence[str], feature_config: FeatureConfig, model_config: ModelConfig,
                      config: PipelineConfig = PipelineConfig()) -> tuple[int, int]:
     """Count, from the shard indexes alone (no audio read), the utterances `make_dataset` drops because
-    CTC can't fit them through `model_config` (`deepspeech2.model.ctc_feasible`, as the pipeline's filter).
+    CTC can't fit them through `model_config` (`deepspeech2.geometry.ctc_feasible`, as the pipeline's filter).
 
     Exact without waveform augmentation; speed perturbation changes lengths at run time.
 

@@ -34,8 +34,8 @@ from deepspeech2.audio import MAX_DURATION, PCM_SCALE, SAMPLE_RATE, to_pcm16
 from deepspeech2.data.manifest import TooLongError, Utterance, load_utterance, open_manifest, parse_line
 from deepspeech2.features import FeatureConfig
 from deepspeech2.fileio import atomic_path, exclusive_lock, write_json
-from deepspeech2.model.config import ModelConfig, model_name
-from deepspeech2.model.geometry import ctc_label_steps, output_steps
+from deepspeech2.geometry import ctc_label_steps, output_steps
+from deepspeech2.model_config import ModelConfig, model_name
 from deepspeech2.progress import progress_bar
 from deepspeech2.vocab import Vocabulary
 
@@ -290,7 +290,7 @@ def _make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCo
             # Per-record durations (in file order, i.e. sorted) let the pipeline merge shards into an exactly
             # sorted SortaGrad epoch, and plan shuffled epochs, without reading any audio; the samples and the
             # CTC steps each transcript needs let training count the utterances a model can't fit
-            # (`deepspeech2.model.ctc_feasible`), also without reading.
+            # (`deepspeech2.geometry.ctc_feasible`), also without reading.
             shards.append({"path": path.name, "bytes": path.stat().st_size, "count": count,
                            "duration": round(seconds, 3), "durations": shard_durations,
                            "num_samples": shard_samples, "label_steps": label_steps})

@@ -22,7 +22,7 @@ The confidence is a logistic regression on both logits, Platt scaling (Platt 199
 fitted on dev: `WordConfig.posterior_weight`, `frame_weight`, `intercept`. `auroc` and `calibration_table` /
 `expected_calibration_error` measure it.
 
-Imports numpy only (and `deepspeech2.model.geometry` inside `FrameClock.of`), so servers can use it.
+Imports numpy only (and the TF-free `deepspeech2.geometry` inside `FrameClock.of`), so servers can use it.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class FrameClock:
         `f * hop + window / 2` samples in. For the tiny model (two 3-wide convs, strides 2 and 1, "valid"): step
         `j` is centred on frame `2j + 3`, 40 ms + 20 ms x j.
         """
-        from deepspeech2.model.geometry import same_padding  # TF-free; here so that servers needn't load it
+        from deepspeech2.geometry import same_padding  # here: the rest of this module needs numpy alone
 
         centre, stride = 0.0, 1  # step 0's centre, in the input of the conv being unwound
         for (kernel, _), (s, _) in reversed(list(zip(model_config.conv_kernel_sizes, model_config.conv_strides))):

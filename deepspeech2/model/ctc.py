@@ -1,4 +1,9 @@
-"""CTC loss with the project's vocabulary convention: id 0 is the CTC blank (decoding: `deepspeech2.decode`)."""
+"""CTC loss with the project's vocabulary convention: id 0 is the CTC blank (decoding: `deepspeech2.decode`).
+
+One of two CTC losses, on purpose: this one is `keras.ops`, so the model trains on any backend (JAX in
+tests/test_model.py); the training loop's `deepspeech2.train.ctc.sparse_ctc_loss` is TF's sparse kernel, ~25x faster
+on CPU. tests/test_train.py checks that they agree.
+"""
 
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from deepspeech2.model.config import ModelConfig
 from deepspeech2.model.layers import ConvFrontEnd, FullyConnected, RowConv, UtteranceMeanNorm
 from deepspeech2.model.rnn import BatchNormRNN, KerasGRU
+from deepspeech2.model_config import ModelConfig
 
 
 def build_model(config: ModelConfig, name: str = "deepspeech2") -> keras.Model:
@@ -16,7 +16,7 @@ def build_model(config: ModelConfig, name: str = "deepspeech2") -> keras.Model:
 
     Inputs: `{"features": (batch, time, feature_dim) float, "feature_lengths": (batch,) int32}`.
     Outputs: `{"logits": (batch, time', vocab_size) fp32, "output_lengths": (batch,) int32}`, with
-    `time'` and `output_lengths` given by `deepspeech2.model.geometry.output_length(config, ...)`. Logits stay
+    `time'` and `output_lengths` given by `deepspeech2.geometry.output_length(config, ...)`. Logits stay
     fp32 under mixed precision (the softmax and CTC want the range).
     """
     features = keras.Input((None, config.feature_dim), name="features")
@@ -79,5 +79,4 @@ def predict_log_probs(model: keras.Model, features, feature_lengths, batch_size:
     outputs = model.predict({"features": np.asarray(features, np.float32),
                              "feature_lengths": np.asarray(feature_lengths, np.int32)},
                             batch_size=batch_size, verbose=0)
-    shifted = outputs["logits"] - outputs["logits"].max(axis=-1, keepdims=True)  # stable log-softmax
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True)), outputs["output_lengths"]
+    return ops.convert_to_numpy(ops.log_softmax(outputs["logits"], axis=-1)), outputs["output_lengths"]

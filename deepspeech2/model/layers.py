@@ -12,7 +12,7 @@ import math
 import keras
 from keras import ops
 
-from deepspeech2.model.geometry import conv_output_length, conv_stack_output_length, same_padding
+from deepspeech2.geometry import conv_output_length, conv_stack_output_length, same_padding
 
 RELU_CLIP = 20.0  # clipped ReLU min(max(x, 0), 20) (DS2 §3.1)
 

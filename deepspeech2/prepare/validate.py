@@ -3,7 +3,7 @@
 It judges a line as the other tools use it, so they agree: what `ds2-make-shards` and `ds2-compute-stats`
 convert on the fly (another sample rate, several channels) is a warning, not a problem, unless `strict`;
 offset/duration follow `deepspeech2.data.manifest.duration_mismatch` (one `DURATION_TOLERANCE` everywhere);
-CTC feasibility is `deepspeech2.model.ctc_feasible`'s rule on the audio make-shards would store.
+CTC feasibility is `deepspeech2.geometry.ctc_feasible`'s rule on the audio make-shards would store.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from deepspeech2.audio import MAX_DURATION, SAMPLE_RATE, audio_info
 from deepspeech2.data.manifest import (Utterance, audio_span, duration_mismatch, open_manifest, parse_line,
                                        write_dropped, write_manifest)
 from deepspeech2.feature_config import FeatureConfig
-from deepspeech2.model.config import DS2_SMALL, ModelConfig, model_name
-from deepspeech2.model.geometry import ctc_label_steps, output_steps
+from deepspeech2.geometry import ctc_label_steps, output_steps
+from deepspeech2.model_config import DS2_SMALL, ModelConfig, model_name
 from deepspeech2.progress import progress_bar
 from deepspeech2.vocab import Vocabulary
 
@@ -38,7 +38,7 @@ class ValidationConfig:
     sample_rate: int = SAMPLE_RATE  # the rate make-shards stores; other rates are resampled (a warning)
     strict: bool = False  # a file that would be resampled or downmixed is a problem, not a warning
     model: ModelConfig | None = DS2_SMALL  # CTC feasibility is judged with this model's exact output steps
-    # (`deepspeech2.model.output_steps`, as training does); None skips the check
+    # (`deepspeech2.geometry.output_steps`, as training does); None skips the check
     feature_config: FeatureConfig = FeatureConfig()  # the features the model sees: their window, hop and
     # sample rate (the audio is counted as make-shards resamples it) give the frames
     decode: bool = True  # decode every file fully (slower; catches truncated/corrupt data)

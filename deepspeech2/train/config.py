@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from deepspeech2.data.pipeline import PipelineConfig
 from deepspeech2.features import FeatureConfig
-from deepspeech2.model import ModelConfig
+from deepspeech2.model_config import ModelConfig
 from deepspeech2.vocab import Vocabulary
 
 logger = logging.getLogger(__name__)

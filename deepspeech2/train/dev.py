@@ -7,13 +7,13 @@ from deepspeech2.decode import greedy_decode
 from deepspeech2.metrics import cer, wer
 
 
-def evaluate(eval_fn, shard_dirs, feature_config, normalizer, vocab, pipeline: PipelineConfig,
-             num_examples: int = 3) -> tuple[float, float, list[tuple[str, str]]]:
+def dev_scores(eval_fn, shard_dirs, feature_config, normalizer, vocab, pipeline: PipelineConfig,
+               num_examples: int = 3) -> tuple[float, float, list[tuple[str, str]]]:
     """Greedy-decode the shards; returns (WER, CER, a few (reference, hypothesis) pairs).
 
-    Scored by `deepspeech2.metrics` as ds2-eval and ds2-tune score, by `vocab.spaced`: for a vocabulary without
-    a space (Mandarin) a word is a character, so the dev WER equals the dev CER (before, the dev WER counted
-    whitespace-separated "words", a whole sentence for unspaced Mandarin).
+    Scored by `deepspeech2.metrics` as ds2-eval (`deepspeech2.evaluate.evaluate`, on manifests) and ds2-tune score,
+    by `vocab.spaced`: for a vocabulary without a space (Mandarin) a word is a character, so the dev WER equals the
+    dev CER.
     """
     refs, hyps = [], []
     ds = make_dataset(shard_dirs, feature_config, normalizer, None, pipeline, training=False, keep_text=True)

@@ -21,12 +21,12 @@ from deepspeech2.data.pipeline import count_infeasible, fill_empty_batch, make_d
 from deepspeech2.data.shards import load_index
 from deepspeech2.features import Normalizer
 from deepspeech2.fileio import exclusive_lock, write_json
+from deepspeech2.geometry import min_input_frames
 from deepspeech2.model import build_model
-from deepspeech2.model.geometry import min_input_frames
 from deepspeech2.progress import step_bar
 from deepspeech2.train.config import TrainConfig, resolve_model_config
 from deepspeech2.train.ctc import masked_ctc_loss
-from deepspeech2.train.dev import evaluate
+from deepspeech2.train.dev import dev_scores
 from deepspeech2.train import averaging, preflight
 from deepspeech2.train.learning_curve import plot_learning_curve, read_epochs
 from deepspeech2.train.precision import auto_precision, global_policy
@@ -510,13 +510,13 @@ class Trainer:
         trained = {}
         if self.ema:
             if config.dev_shards:
-                wer, cer, _ = evaluate(self.eval_fn, config.dev_shards, self.feature_config, self.normalizer,
-                                       self.vocab, self.pipeline)
+                wer, cer, _ = dev_scores(self.eval_fn, config.dev_shards, self.feature_config, self.normalizer,
+                                         self.vocab, self.pipeline)
                 trained = {"dev_wer_trained": wer, "dev_cer_trained": cer}
             averaging.swap(self.ema, self.ema_sources)
         if config.dev_shards:
-            dev_wer, dev_cer, examples = evaluate(self.eval_fn, config.dev_shards, self.feature_config,
-                                                  self.normalizer, self.vocab, self.pipeline, config.num_examples)
+            dev_wer, dev_cer, examples = dev_scores(self.eval_fn, config.dev_shards, self.feature_config,
+                                                    self.normalizer, self.vocab, self.pipeline, config.num_examples)
             self.history["dev_wer"].append(dev_wer)
             self.history["dev_cer"].append(dev_cer)
             dev_error = dev_wer if self.vocab.metric == "wer" else dev_cer
@@ -571,8 +571,9 @@ class Trainer:
         record = {"epochs": epochs, "dev_wer": None, "dev_cer": None, "kept_as_model": True}
         best = float(self.best_error.numpy())
         if config.dev_shards:
-            record["dev_wer"], record["dev_cer"], _ = evaluate(self.eval_fn, config.dev_shards, self.feature_config,
-                                                               self.normalizer, self.vocab, self.pipeline)
+            record["dev_wer"], record["dev_cer"], _ = dev_scores(self.eval_fn, config.dev_shards,
+                                                                 self.feature_config, self.normalizer, self.vocab,
+                                                                 self.pipeline)
             error = record["dev_wer"] if self.vocab.metric == "wer" else record["dev_cer"]
             record["kept_as_model"] = error < best
             record["best_epoch_dev_error"] = best

@@ -2,6 +2,9 @@
 
 A model is: conv front end -> optional FC layers -> RNN stack -> optional row conv -> optional FC layers ->
 dense to `vocab_size` (DS2 Fig. 1). Kernel and stride pairs are written (time, frequency).
+
+No TensorFlow or Keras: `data/`, the decoders and the servers read a model's config without the model code (which
+is `deepspeech2.model`); its lengths are `deepspeech2.geometry`'s.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from pathlib import Path
 from deepspeech2 import configs
 from deepspeech2.feature_config import KINDS as FEATURE_KINDS
 from deepspeech2.feature_config import MFCC_CONTEXT, N_MFCC, NUM_LINEAR_BINS
-from deepspeech2.model.geometry import conv_stack_output_length
+from deepspeech2.geometry import conv_stack_output_length
 from deepspeech2.vocab import ENGLISH_CHARS
 
 RNN_TYPES = ("gru", "lstm", "rnn", "cudnn_gru")

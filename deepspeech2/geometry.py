@@ -1,21 +1,20 @@
 """The model's time geometry, without TensorFlow or Keras: conv output lengths, output steps for an utterance,
 whether CTC can fit its labels, and the arithmetic an utterance costs (`forward_flops`).
 
-Plain arithmetic on ints, so `data/` (make-shards, validate, the pipeline's filter and the trainer's count) and
-`export/` get the exact lengths without loading the model code; tensors work too. This module never imports
-TensorFlow: when a TF tensor comes in, TF is loaded already, and the few tensor ops below take it from
+Plain arithmetic on ints, so `data/` (make-shards, validate, the pipeline's filter and the trainer's count), the
+decoders' clock and `export/` get the exact lengths without loading the model code; tensors work too. This module
+never imports TensorFlow: when a TF tensor comes in, TF is loaded already, and the few tensor ops below take it from
 `sys.modules`.
+
+The functions that take a `config` read the fields of a `deepspeech2.model_config.ModelConfig` without importing it:
+`ModelConfig` checks its own front end with `conv_stack_output_length`, so the import runs from there to here.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 from deepspeech2.feature_config import FeatureConfig, num_frames
-
-if TYPE_CHECKING:
-    from deepspeech2.model.config import ModelConfig
 
 
 def conv_output_length(length, kernel, stride, padding):
@@ -44,13 +43,13 @@ def conv_stack_output_length(length, kernels, strides, padding):
     return length
 
 
-def output_length(config: ModelConfig, feature_lengths):
+def output_length(config, feature_lengths):
     """Output steps for `feature_lengths` input frames (int or int tensor)."""
     return conv_stack_output_length(feature_lengths, [k for k, _ in config.conv_kernel_sizes],
                                     [s for s, _ in config.conv_strides], config.conv_padding)
 
 
-def min_input_frames(config: ModelConfig) -> int:
+def min_input_frames(config) -> int:
     """The fewest input frames for which the model gives one output step (the conv stack's receptive field in
     time with "valid" padding; 1 with "same")."""
     frames = 1
@@ -63,7 +62,7 @@ def min_input_frames(config: ModelConfig) -> int:
 RNN_GATES = {"rnn": 1, "gru": 3, "cudnn_gru": 3, "lstm": 4}  # input and recurrent matmuls per step, per direction
 
 
-def forward_flops(config: ModelConfig, frames: int) -> float:
+def forward_flops(config, frames: int) -> float:
     """FLOPs (2 per multiply-add) of one utterance of `frames` feature frames through the model, forward: each conv
     at its output positions, the FC layers, each RNN layer's input and recurrent matmuls (x gates x directions),
     the row conv and the output layer, at every output step. BatchNorm, activations and CTC are left out (well
@@ -124,7 +123,7 @@ def ctc_label_steps(label_ids):
     return len(ids) + sum(a == b for a, b in zip(ids, ids[1:]))
 
 
-def output_steps(model_config: ModelConfig, feature_config: FeatureConfig, num_samples):
+def output_steps(model_config, feature_config: FeatureConfig, num_samples):
     """The model's exact output steps for `num_samples` audio samples: `output_length` of the feature frames.
 
     Args:
@@ -135,14 +134,14 @@ def output_steps(model_config: ModelConfig, feature_config: FeatureConfig, num_s
     Returns:
         int; an int32 tensor of the same shape for a tensor input.
     """
-    if _tensorflow_for(num_samples) is not None:
-        from deepspeech2.features import frame_lengths  # the TF twin of `num_frames`; TF is loaded already
+    tf = _tensorflow_for(num_samples)
+    if tf is not None:
+        num_samples = tf.cast(num_samples, tf.int32)  # int32 steps, whatever int type the samples come in
+    steps = output_length(model_config, num_frames(num_samples, feature_config))
+    return steps if tf is not None else int(steps)
 
-        return output_length(model_config, frame_lengths(num_samples, feature_config))
-    return int(output_length(model_config, num_frames(num_samples, feature_config)))
 
-
-def ctc_feasible(model_config: ModelConfig, feature_config: FeatureConfig, num_samples, label_steps):
+def ctc_feasible(model_config, feature_config: FeatureConfig, num_samples, label_steps):
     """True if CTC can align labels needing `label_steps` steps (`ctc_label_steps`) to `num_samples`
     samples of audio through this model; otherwise its loss is infinite.
 
