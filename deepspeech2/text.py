@@ -23,12 +23,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
-_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-         "fifteen sixteen seventeen eighteen nineteen").split()
-_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
-_SCALES = ["", "thousand", "million", "billion", "trillion", "quadrillion"]
-_ORDINAL_EXCEPTIONS = {"one": "first", "two": "second", "three": "third", "five": "fifth", "eight": "eighth",
-                       "nine": "ninth", "twelve": "twelfth"}
+from deepspeech2.number_words import (chinese_digits, digits_to_words, number_to_chinese, number_to_words, ordinal,
+                                      plural, year_to_words)
 
 
 class UnnormalizableError(ValueError):
@@ -36,83 +32,6 @@ class UnnormalizableError(ValueError):
 
     The message names the reason and the piece of text, in backticks, for an importer's skip report.
     """
-
-
-def _digits(s: str) -> str:
-    return " ".join(_ONES[int(d)] for d in s)
-
-
-def _below_thousand(n: int) -> list[str]:
-    words = []
-    if n >= 100:
-        words += [_ONES[n // 100], "hundred"]
-        n %= 100
-    if n >= 20:
-        words.append(_TENS[n // 10])
-        n %= 10
-        if n:
-            words.append(_ONES[n])
-    elif n or not words:
-        words.append(_ONES[n])
-    return words
-
-
-def number_to_words(n: int) -> str:
-    """Spell an integer: 1234 -> "one thousand two hundred thirty four", -5 -> "minus five".
-
-    Raises:
-        ValueError: `n` is 10**18 or more (past "quadrillion").
-    """
-    if n < 0:
-        return "minus " + number_to_words(-n)
-    if n == 0:
-        return "zero"
-    if n >= 1000 ** len(_SCALES):
-        raise ValueError(f"`n` is too large to spell out: {n}")
-    groups = []
-    scale = 0
-    while n:
-        n, rest = divmod(n, 1000)
-        if rest:
-            groups.append(_below_thousand(rest) + ([_SCALES[scale]] if scale else []))
-        scale += 1
-    return " ".join(w for g in reversed(groups) for w in g)
-
-
-def _year_to_words(n: int) -> str:
-    """1984 -> "nineteen eighty four", 1905 -> "nineteen oh five", 1900 -> "nineteen hundred"."""
-    if n % 1000 == 0 or 2000 <= n <= 2009:
-        return number_to_words(n)  # "two thousand five": nobody says "twenty oh five"
-    hi, lo = divmod(n, 100)
-    if lo == 0:
-        return f"{number_to_words(hi)} hundred"
-    lo_words = number_to_words(lo) if lo >= 10 else f"oh {number_to_words(lo)}"
-    return f"{number_to_words(hi)} {lo_words}"
-
-
-def _ordinal(words: str) -> str:
-    *head, last = words.split()
-    if last in _ORDINAL_EXCEPTIONS:
-        last = _ORDINAL_EXCEPTIONS[last]
-    elif last.endswith("y"):
-        last = last[:-1] + "ieth"
-    else:
-        last += "th"
-    return " ".join(head + [last])
-
-
-def _plural(words: str) -> str:
-    """The plural of a number's reading: "eighty" -> "eighties", "six" -> "sixes", "twelve" -> "twelves"."""
-    *head, last = words.split()
-    if last.endswith("y"):
-        last = last[:-1] + "ies"
-    elif last.endswith("x"):
-        last += "es"
-    elif last == "half":
-        last = "halves"
-    else:
-        last += "s"
-    return " ".join(head + [last])
 
 
 def _cardinal(n: int, piece: str) -> str:
@@ -190,10 +109,10 @@ _EN_KEEP = re.compile(r"[^a-z' ]+")
 def _fraction_words(num: int, den: int, mixed: bool) -> str:
     if num == 0 or num >= den:
         raise UnnormalizableError(f"not a proper fraction: `{num}/{den}`")
-    unit = {2: "half", 4: "quarter"}.get(den) or _ordinal(number_to_words(den))
+    unit = {2: "half", 4: "quarter"}.get(den) or ordinal(number_to_words(den))
     if num == 1:
         return f"{'a' if mixed else 'one'} {unit}"  # "three and a half", "one half"
-    return f"{number_to_words(num)} {_plural(unit)}"
+    return f"{number_to_words(num)} {plural(unit)}"
 
 
 def _vulgar(m: re.Match) -> str:
@@ -213,7 +132,7 @@ def _slash_fraction(m: re.Match) -> str:
 
 
 def _phone(m: re.Match) -> str:
-    return " " + _digits(re.sub(r"\D", "", m.group(0))) + " "
+    return " " + digits_to_words(re.sub(r"\D", "", m.group(0))) + " "
 
 
 def _year_range(m: re.Match) -> str:
@@ -221,7 +140,7 @@ def _year_range(m: re.Match) -> str:
     last = int(second) if len(second) == 4 else first // 100 * 100 + int(second)  # "1990-95" -> 1995
     if not first < last <= 2099:
         return m.group(0)  # left for the doubt check
-    return f" {_year_to_words(first)} to {_year_to_words(last)} "
+    return f" {year_to_words(first)} to {year_to_words(last)} "
 
 
 def _clock(hour: int, minute: int, ampm: str | None, piece: str) -> str:
@@ -253,10 +172,10 @@ def _plain_number(num: str, piece: str) -> tuple[str, int | None]:
         num = num.replace(",", "")
     whole, dot, frac = num.partition(".")
     if whole.startswith("0") and len(whole) > 1 and not dot:
-        return _digits(whole), None  # "007", "0800": a code, read digit by digit
+        return digits_to_words(whole), None  # "007", "0800": a code, read digit by digit
     words = _cardinal(int(whole), piece) if whole else ""
     if dot:
-        return f"{words} point {_digits(frac)}".strip(), None
+        return f"{words} point {digits_to_words(frac)}".strip(), None
     return words, int(whole)
 
 
@@ -316,17 +235,17 @@ def _number(m: re.Match) -> str:
         expected = "th" if n % 100 in (11, 12, 13) else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
         if suf != expected:
             raise UnnormalizableError(f"an ordinal with the wrong suffix: `{piece}`")
-        words = _ordinal(words)
+        words = ordinal(words)
     elif suf in ("s", "'s"):  # "1980s", "80's", "the 12's": plurals of numbers
         if n is None:
             raise UnnormalizableError(f"a plural of a decimal or code: `{piece}`")
-        words = _plural(_year_to_words(n) if 1000 <= n <= 2099 else words)
+        words = plural(year_to_words(n) if 1000 <= n <= 2099 else words)
     elif suf.startswith("°"):
         unit = "degree" if n == 1 else "degrees"
         words += " " + unit + {"°c": " celsius", "°f": " fahrenheit"}.get(suf, "")
     elif n is not None and 1000 <= n <= 2099 and not sign and "," not in num \
             and _reads_as_year(m.string, m.start(), m.end(), piece):
-        words = _year_to_words(n)
+        words = year_to_words(n)
     return f" {'minus ' if sign else ''}{words} "
 
 
@@ -412,9 +331,6 @@ def normalize_english(text: str, *, strict: bool = False) -> str:
 
 # ------------------------------------------------------------------------------------------- Mandarin
 
-_ZH_DIGITS = "零一二三四五六七八九"
-_ZH_UNITS = ["", "十", "百", "千"]
-_ZH_BIG = ["", "万", "亿", "万亿"]
 # After a lone "2" these take 两 ("两个", "两点"), not 二; "2月" (February), "2号", "2楼" keep 二.
 _ZH_MEASURE_WORDS = ("公斤", "公里", "小时", "分钟", "千克", "星期", "个", "位", "只", "本", "次", "条", "张",
                      "件", "台", "辆", "种", "天", "岁", "斤", "吨", "元", "块", "毛", "倍", "点", "项", "名",
@@ -428,57 +344,21 @@ _ZH_NO_SIGN_AFTER = r"(?<![A-Za-z0-9.)-])"
 _ZH_NOT_BEFORE = r"(?![\d]|[.,]\d)"
 
 
-def _zh_below_10000(n: int) -> str:
-    out, zero = "", False
-    for i in range(3, -1, -1):
-        d = (n // 10**i) % 10
-        if d:
-            if zero and out:
-                out += "零"
-            out += ("两" if d == 2 and i == 3 else _ZH_DIGITS[d]) + _ZH_UNITS[i]  # 两千, as it is said
-            zero = False
-        else:
-            zero = True
-    return out
-
-
-def number_to_chinese(n: int) -> str:
-    """Read a non-negative integer in Chinese: 2016 -> "两千零一十六", 10 -> "十", 20000 -> "两万"."""
-    if n == 0:
-        return "零"
-    if n >= 10**16:  # beyond 万亿 nobody says the number: read it digit by digit
-        return "".join(_ZH_DIGITS[int(d)] for d in str(n))
-    parts, i = [], 0
-    while n:
-        n, rest = divmod(n, 10000)
-        if rest:
-            parts.append(("两" if rest == 2 and i else _zh_below_10000(rest)) + _ZH_BIG[i])
-            if rest < 1000 and n:
-                parts.append("零")
-        i += 1
-    text = "".join(reversed(parts)).replace("零零", "零")
-    return text[1:] if text.startswith("一十") else text
-
-
-def _zh_digits(s: str) -> str:
-    return "".join(_ZH_DIGITS[int(d)] for d in s)
-
-
 def _zh_plain(num: str, piece: str) -> str:
     """Read "1000", "3.5", "007" (digit by digit) in Chinese."""
     whole, dot, frac = num.partition(".")
     if len(whole) > 8:
         raise UnnormalizableError(f"a long digit string (a phone number, an ID or an amount): `{piece}`")
     if whole.startswith("0") and len(whole) > 1 and not dot:
-        return _zh_digits(whole)
-    return number_to_chinese(int(whole)) + (f"点{_zh_digits(frac)}" if dot else "")
+        return chinese_digits(whole)
+    return number_to_chinese(int(whole)) + (f"点{chinese_digits(frac)}" if dot else "")
 
 
 def _zh_date(m: re.Match) -> str:
     year, month, day = m.group(1), int(m.group(2)), int(m.group(3))
     if not (1 <= month <= 12 and 1 <= day <= 31):
         raise UnnormalizableError(f"not a date: `{m.group(0)}`")
-    return f"{_zh_digits(year)}年{number_to_chinese(month)}月{number_to_chinese(day)}日"
+    return f"{chinese_digits(year)}年{number_to_chinese(month)}月{number_to_chinese(day)}日"
 
 
 def _zh_time(m: re.Match) -> str:
@@ -501,7 +381,7 @@ def _zh_year(m: re.Match) -> str:
         if not before.endswith("第") and not m.string.startswith("代", m.end()):
             raise UnnormalizableError(f"a year or a number of years: `{m.group(0)}`")
         return number_to_chinese(int(digits)) + "年"
-    return _zh_digits(digits) + "年"
+    return chinese_digits(digits) + "年"
 
 
 def _zh_temperature(m: re.Match) -> str:

@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from deepspeech2.text import (UnnormalizableError, normalize, normalize_english, normalize_mandarin,
-                              number_to_chinese, number_to_words)
+from deepspeech2.number_words import number_to_chinese, number_to_words
+from deepspeech2.text import UnnormalizableError, normalize, normalize_english, normalize_mandarin
 
 EN_ALPHABET = re.compile(r"[a-z']+( [a-z']+)*")
 
