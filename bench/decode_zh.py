@@ -34,7 +34,7 @@ import numpy as np  # noqa: E402
 
 from deepspeech2.data.manifest import read_manifest  # noqa: E402
 from deepspeech2.decode import Decoder, DecoderConfig  # noqa: E402
-from deepspeech2.decode.beam import MIN_TOKEN_LOGP, candidate_log_probs  # noqa: E402
+from deepspeech2.decode.prune import MIN_TOKEN_LOGP, candidate_log_probs  # noqa: E402
 from deepspeech2.metrics import cer  # noqa: E402
 
 VARIANTS = {  # name -> DecoderConfig pruning fields

@@ -34,7 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from deepspeech2.decode.beam import BeamSearch, DecoderConfig, Hotwords, candidate_frames
+from deepspeech2.decode.beam import BeamSearch, DecoderConfig
+from deepspeech2.decode.hotwords import Hotwords
+from deepspeech2.decode.prune import candidate_frames
 from deepspeech2.metrics import wer
 from deepspeech2.vocab import Vocabulary
 

@@ -26,7 +26,7 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 
 from deepspeech2.decode import Decoder, DecoderConfig
-from deepspeech2.decode.beam import normalize_hotwords
+from deepspeech2.decode.hotwords import normalize_hotwords
 from deepspeech2.decode.words import FrameClock, Word, WordConfig, decode_words
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import (ASSETS_EXTRA, DECODE_WAV, DECODER_CONFIG, EXPORT_INFO, FINAL, FRAME_CLOCK, LENGTHS,
@@ -159,7 +159,7 @@ class Work:
     final: np.ndarray | None = None  # stream_step: bool (rows,)
     session: str | None = None  # stream_step in a session: its id ("": open one); None: the state is in the request
     sequence: int = 0  # stream_step in a session: the step's number (0 opens the session)
-    hotwords: object = None  # the n-best's `decode.beam.Hotwords`: the request's and the server's; None: the server's
+    hotwords: object = None  # the n-best's `decode.hotwords.Hotwords`: the request's and the server's; None: the server's
     words: bool = False  # the request asks for its words' times and confidences (`WORD_OUTPUTS`)
 
 

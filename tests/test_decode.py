@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from deepspeech2.decode import Decoder, DecoderConfig, GreedyStream, greedy_decode, prune_log_probs
-from deepspeech2.decode.beam import SKIP_LOGP, candidate_log_probs, log_softmax, pyctcdecode_labels
+from deepspeech2.decode.beam import pyctcdecode_labels
+from deepspeech2.decode.prune import SKIP_LOGP, candidate_log_probs, log_softmax
 from deepspeech2.vocab import Vocabulary
 
 EN = Vocabulary.english()
@@ -374,7 +375,8 @@ def noisy_utterance(rng, vocab, words=8):
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_prefix_search_gives_what_pyctcdecode_gives(en_lm, tmp_path, language):
     """Our frame loop (decode/search.py) against pyctcdecode's own decode and decode_beams on the same frames."""
-    from deepspeech2.decode.beam import BeamSearch, candidate_frames
+    from deepspeech2.decode.beam import BeamSearch
+    from deepspeech2.decode.prune import candidate_frames
 
     if language == "en":
         vocab, lm = EN, en_lm
@@ -442,7 +444,8 @@ def test_prefix_search_with_hotwords_gives_what_pyctcdecode_gives(en_lm, with_lm
     """Hotwords the LM knows (or any, without an LM): our search with `Hotwords` against pyctcdecode's decode and
     decode_beams with the same hotwords and weight, on the same frames (a word the LM lacks differs by design:
     tests/test_hotwords.py)."""
-    from deepspeech2.decode.beam import BeamSearch, candidate_frames
+    from deepspeech2.decode.beam import BeamSearch
+    from deepspeech2.decode.prune import candidate_frames
 
     rng = np.random.default_rng(6)
     hotwords = ["hat", "cat sat"] if with_lm else ["dab", "cab ace"]

@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 
 from deepspeech2.decode import DecoderConfig
-from deepspeech2.decode.beam import BeamSearch, Hotwords, normalize_hotwords
+from deepspeech2.decode.beam import BeamSearch
+from deepspeech2.decode.hotwords import Hotwords, normalize_hotwords
 from deepspeech2.vocab import Vocabulary
 from test_decode import ARPA_EN, frames, spell
 

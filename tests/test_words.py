@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from deepspeech2.decode.beam import BeamSearch, DecoderConfig, candidate_frames
+from deepspeech2.decode.beam import BeamSearch, DecoderConfig
+from deepspeech2.decode.prune import candidate_frames
 from deepspeech2.decode.words import (FrameClock, Hypothesis, Word, WordConfig, auroc, calibration_table,
                                       decode_words, expected_calibration_error, fit_platt, frame_confidence,
                                       hypotheses, logit, nbest_posterior, words)

@@ -1,4 +1,5 @@
-"""CTC prefix beam search with an optional KenLM n-gram LM (pyctcdecode), and DS2's pruning heuristic.
+"""CTC prefix beam search with an optional KenLM n-gram LM (pyctcdecode): its config, the search over one utterance
+or a stream, and the decoder that runs it over a batch.
 
 A hypothesis y is scored as in DS2 §3.8 eq. 12:
 
@@ -10,33 +11,14 @@ which is what keeps misspelled prefixes out of the beam. A binary KenLM file doe
 the unigram list ships beside it (`<name>.unigrams.txt`, written by `ds2-build-lm`) and is loaded here;
 for an ARPA file pyctcdecode reads them from the file itself.
 
-Pruning, in the order applied to each utterance's log-probabilities before the search:
-    1. DS2 §7.3: per frame, keep only the fewest tokens whose cumulative probability reaches `cutoff_prob`
-       (0.99), at most `cutoff_top_n` (40) of them (`prune_log_probs`); off when `cutoff_prob` is 1.
-    2. A floor: a token under `token_min_logp` (-5, pyctcdecode's rule and default) is dropped unless it is
-       the frame's best. -3.5 (p < 0.03) halves the search at beam 100, but on the trained tiny model it
-       cost 0.6 WER points on dev (bench/decode.py: 23.3% against 23.0%), so it is a speed knob, not the
-       default. With 29 characters DS2's 0.99/40 alone barely prunes more than -5.
-    3. Runs of frames where one and the same token is the only candidate collapse to their first frame.
-       This is exact, not a further approximation: after such a frame every beam ends in that token, so
-       the next identical frame only adds the same constant to every beam's score.
-Steps 1 and 2 set the dropped tokens to -inf, and the search is then told to skip exactly those (its
-`token_min_logp` is set just above the floor pyctcdecode clips log-probabilities to), so the candidate
-set of every frame is decided here, in one place. Between beams, pyctcdecode drops any beam more than
-`beam_prune_logp` below the best one, keeps the best `beam_size`, and of beams the n-gram LM can no
-longer tell apart (same last n-1 words and partial word) keeps only the best.
+Each frame's candidate tokens are decided before the search, by DS2's pruning heuristic (`prune.py`); the search
+favours the config's and a request's hotwords (`hotwords.py`).
 
 Languages. A vocabulary with a space (English) decodes words: the LM is a word n-gram. A vocabulary
 without one (Mandarin, DS2 §6.2) uses a character LM: every character is a "word" to the LM. The labels
 handed to pyctcdecode then start each character with its word-boundary mark "▁" (its BPE mode), so the LM
 scores each character as it is completed; the LM's corpus is written one character per token (`ds2-build-lm
 --language zh`), and the spaces pyctcdecode puts between words are removed from the output.
-
-Hotwords. `hotwords` lists words or phrases the search favours, with pyctcdecode's hotword scoring (`Hotwords`,
-README "Hotwords"): a hypothesis gains `hotword_weight` nats for each hotword it holds (each word of a phrase
-counts on its own), and a partial word that starts a hotword gains its share of the weight instead of the LM's
-partial-word score. A hotword the LM doesn't know is scored as the LM scores an unknown word, without
-`unk_score_offset`: the list says it exists. A request can add its own (`BeamSearch.hotwords_with`).
 
 Workers. `Decoder` forks a persistent pool of `num_workers` processes on its first batch, after the LM is
 loaded: the workers inherit the parent's KenLM model, so the LM is loaded once, not per call or per
@@ -61,22 +43,14 @@ import numpy as np
 
 from deepspeech2 import configs
 from deepspeech2.decode.greedy import check_log_probs, greedy_decode, ids_to_text
+from deepspeech2.decode.hotwords import HOTWORD_WEIGHT, Hotwords, check_hotwords, normalize_hotwords
 from deepspeech2.decode.lm import check_lm_pair
-from deepspeech2.text import normalize_english
+from deepspeech2.decode.prune import (CUTOFF_PROB, CUTOFF_TOP_N, MIN_TOKEN_LOGP, SKIP_LOGP, candidate_frames,
+                                      candidate_log_probs)
 from deepspeech2.vocab import Vocabulary
 
 KINDS = ("greedy", "beam")
-CUTOFF_PROB = 0.99  # DS2 §7.3: "the fewest characters whose cumulative probability is at least p = 0.99"
-CUTOFF_TOP_N = 40  # DS2 §7.3: "... and at most 40 characters"
-# pyctcdecode clips log-probabilities to log(1e-15) ~ -34.5 (its MIN_TOKEN_CLIP_P); a dropped token (-inf)
-# lands there. The search skips tokens under SKIP_LOGP, which is above that floor and below any token we keep.
-SKIP_LOGP = math.log(1e-15) + 1.0
-MIN_TOKEN_LOGP = -30.0  # the lowest `token_min_logp` that stays clear of SKIP_LOGP
 WORD_BOUNDARY = "▁"  # pyctcdecode's BPE word-start mark, used for character LMs
-# The default hotword bonus, in nats: the lowest dev WER on the tiny corpus (bench/hotwords.py, README "Hotwords");
-# kept below -beam_prune_logp (10), past which a hotword's prefixes prune the beams that spell other words.
-HOTWORD_WEIGHT = 8.0
-LN10 = math.log(10)  # pyctcdecode's LM scores are KenLM's log10 times ln 10 (its LOG_BASE_CHANGE_FACTOR)
 FLOAT_FIELDS = ("alpha", "beta", "cutoff_prob", "token_min_logp", "beam_prune_logp", "unk_score_offset",
                 "hotword_weight")  # DecoderConfig's weights and thresholds: each must be finite
 
@@ -146,77 +120,6 @@ class DecoderConfig:
         return configs.from_dict(cls, d)
 
 
-def normalize_hotwords(hotwords: Sequence[str]) -> tuple[str, ...]:
-    """Hotwords as the search matches them: each normalized as a transcript is (`normalize_english`: lower case,
-    numbers spelled out, punctuation dropped), duplicates dropped, in order.
-
-    >>> normalize_hotwords(["Zyxel", "New  York", "zyxel", "R2-D2"])
-    ('zyxel', 'new york', 'r two d two')
-
-    Raises:
-        ValueError: `hotwords` is a single string, or an entry is not a string, is empty, or can't be normalized.
-    """
-    if isinstance(hotwords, (str, bytes)):
-        raise ValueError(f"`hotwords` must be a list of words or phrases, got the string {hotwords!r}")
-    out = []
-    for hotword in hotwords:
-        text = normalize_english(hotword) if isinstance(hotword, str) else ""
-        if not text:
-            raise ValueError(f"`hotwords`: {hotword!r} is not a word or phrase that can be written in [a-z' ] (it is "
-                             "normalized as a transcript: numbers spelled out, punctuation dropped)")
-        if text not in out:
-            out.append(text)
-    return tuple(out)
-
-
-class Hotwords:
-    """pyctcdecode's hotword scoring (its `HotwordScorer`) for one list of hotwords, with one change: a hotword
-    the LM doesn't know is scored as a known word.
-
-    pyctcdecode adds `weight` nats to a hypothesis for each hotword in it (a phrase counts word by word, wherever
-    each word occurs) and, while a hypothesis' last word is unfinished and starts a hotword, `weight * len(prefix)
-    / len(shortest hotword it starts)` instead of the LM's partial-word score (`unk_score_offset` for a prefix of
-    no LM word). When a word the LM doesn't know ends, the LM adds `unk_score_offset` (in log10, so alpha * 10 *
-    ln 10 nats: 17 at alpha 0.75) to KenLM's <unk> probability, more than the bonus gives: out of the box an
-    out-of-LM hotword loses at its last letter. Here that offset is given back for each such hotword, so it is
-    scored as KenLM scores <unk>, plus the bonus. The search calls `score`, `score_partial_token` and `in`.
-    """
-
-    def __init__(self, words: Sequence[str], weight: float, language_model=None):
-        """
-        Args:
-            words: normalized hotwords (`normalize_hotwords`), words or phrases.
-            weight: nats per hotword in a hypothesis.
-            language_model: the search's `pyctcdecode.LanguageModel` (its alpha and offset are read at each
-                score, so `BeamSearch.set_weights` applies), or None without an LM.
-        """
-        from pyctcdecode.language_model import HotwordScorer  # as BeamSearch: only beam search needs it
-
-        self.words = tuple(words)
-        self.weight = float(weight)
-        self._scorer = HotwordScorer.build_scorer(self.words, weight=self.weight)
-        unigrams = sorted({w for phrase in self.words for w in phrase.split()})
-        # The words pyctcdecode's LanguageModel.score gives `unk_score_offset` (its own test, as written there).
-        self.unknown = tuple(w for w in unigrams if language_model is not None and (
-            (language_model._unigram_set and w not in language_model._unigram_set)
-            or w not in language_model._kenlm_model))
-        self._count_unknown = HotwordScorer.build_scorer(self.unknown, weight=1.0)
-        self._lm = language_model
-
-    def __contains__(self, prefix: str) -> bool:
-        return prefix in self._scorer
-
-    def score_partial_token(self, prefix: str) -> float:
-        return self._scorer.score_partial_token(prefix)
-
-    def score(self, text: str) -> float:
-        """The bonus of a hypothesis' finished words: `weight` per hotword, and the LM's unknown-word offset back
-        for each that the LM doesn't know."""
-        score = self._scorer.score(text)
-        if self.unknown:
-            score -= self._count_unknown.score(text) * self._lm.alpha * self._lm.unk_score_offset * LN10
-        return score
-
 
 def unigrams_path_for(lm_path: str | os.PathLike) -> Path:
     """Where `ds2-build-lm` puts an LM's word list: `lm.bin` / `lm.arpa` -> `lm.unigrams.txt`."""
@@ -240,101 +143,6 @@ def load_unigrams(path: str | os.PathLike) -> list[str]:
     return words
 
 
-def log_softmax(x: np.ndarray) -> np.ndarray:
-    """Log-softmax over the last axis, float32; idempotent on log-probabilities."""
-    x = np.asarray(x, dtype=np.float32)
-    top = np.max(x, axis=-1, keepdims=True)
-    top[~np.isfinite(top)] = 0
-    shifted = x - top
-    with np.errstate(divide="ignore"):
-        return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
-
-
-def prune_log_probs(log_probs, cutoff_prob: float = CUTOFF_PROB, cutoff_top_n: int = CUTOFF_TOP_N) -> np.ndarray:
-    """DS2 §7.3 pruning: per frame, keep the fewest tokens whose cumulative probability reaches `cutoff_prob`,
-    but at most `cutoff_top_n`; the others become -inf.
-
-    Tokens are taken from the most probable down (ties: the lower id first), so the kept set always holds
-    the frame's best token. As in the PaddlePaddle DS2 decoder, `cutoff_prob` = 1 turns the pruning off,
-    `cutoff_top_n` included.
-
-    Args:
-        log_probs: `(..., vocab_size)` log-probabilities, e.g. `(time, vocab_size)` for one utterance.
-        cutoff_prob: the cumulative probability to reach, in (0, 1].
-        cutoff_top_n: the most tokens kept per frame, >= 1.
-
-    Returns:
-        float32 array of `log_probs`' shape: the kept entries unchanged, the pruned ones -inf.
-
-    Raises:
-        ValueError: `cutoff_prob` or `cutoff_top_n` out of range.
-
-    >>> np.isfinite(prune_log_probs(np.log([[0.3, 0.6, 0.02, 0.08]]), 0.95, 40))  # 0.6+0.3 < 0.95 <= 0.6+0.3+0.08
-    array([[ True,  True, False,  True]])
-    """
-    if not 0 < cutoff_prob <= 1:
-        raise ValueError(f"`cutoff_prob` must be in (0, 1], got {cutoff_prob!r}")
-    if isinstance(cutoff_top_n, bool) or not isinstance(cutoff_top_n, int) or cutoff_top_n < 1:
-        raise ValueError(f"`cutoff_top_n` must be a positive int, got {cutoff_top_n!r}")
-    log_probs = np.asarray(log_probs, dtype=np.float32)
-    if cutoff_prob >= 1:
-        return log_probs.copy()
-    order = np.argsort(-log_probs, axis=-1, kind="stable")  # most probable first
-    sorted_probs = np.exp(np.take_along_axis(log_probs, order, axis=-1).astype(np.float64))
-    # Token k (0-based, in that order) is kept when the k tokens before it haven't reached cutoff_prob yet.
-    before = np.cumsum(sorted_probs, axis=-1) - sorted_probs
-    keep_sorted = (before < cutoff_prob) & (np.arange(log_probs.shape[-1]) < cutoff_top_n)
-    keep = np.empty_like(keep_sorted)
-    np.put_along_axis(keep, order, keep_sorted, axis=-1)
-    return np.where(keep, log_probs, -np.inf).astype(np.float32)
-
-
-def candidate_frames(log_probs: np.ndarray, config: DecoderConfig, previous_best: int = -1,
-                     collapse: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
-    """Pruning steps 1-3 of the module doc on `(time, vocab_size)` log-probabilities (or logits), keeping track of
-    which frames are left, so that a stream can prune chunk by chunk as the whole utterance is pruned at once.
-
-    Both thresholds apply to the model's probabilities (not renormalized after step 1).
-
-    Args:
-        log_probs: `(time, vocab_size)` one utterance's frames, or the next chunk of a stream's.
-        config: the pruning settings (`cutoff_prob`, `cutoff_top_n`, `token_min_logp`).
-        previous_best: the token of the frame before these when that frame had one candidate only, else -1
-            (what the previous call returned; -1 at the start of an utterance).
-        collapse: do step 3 (off only to check that it changes nothing).
-
-    Returns:
-        `(frames (kept, vocab_size) float32, kept frame indices (kept,), previous_best for the next call)`:
-        dropped tokens are -inf; repeated single-candidate frames are removed.
-    """
-    lp = log_softmax(log_probs)
-    if lp.shape[0] == 0:
-        return lp, np.zeros(0, np.int64), previous_best
-    if config.cutoff_prob < 1:
-        lp = prune_log_probs(lp, config.cutoff_prob, config.cutoff_top_n)
-    best = np.argmax(lp, axis=-1)  # (T,)
-    floor = lp < config.token_min_logp
-    floor[np.arange(len(best)), best] = False  # pyctcdecode always tries the frame's best token
-    lp = np.where(floor, -np.inf, lp).astype(np.float32)
-    single = np.isfinite(lp).sum(axis=-1) == 1
-    last = int(best[-1]) if single[-1] else -1
-    if not collapse:
-        return lp, np.arange(len(lp)), last
-    repeat = np.zeros_like(single)
-    repeat[0] = single[0] and best[0] == previous_best
-    repeat[1:] = single[1:] & single[:-1] & (best[1:] == best[:-1])
-    kept = np.flatnonzero(~repeat)
-    return lp[kept], kept, last
-
-
-def candidate_log_probs(log_probs: np.ndarray, config: DecoderConfig, collapse: bool = True) -> np.ndarray:
-    """One utterance's log-probabilities as the beam search sees them: `candidate_frames`' frames.
-
-    Returns:
-        `(frames, vocab_size)` float32, frames <= time: dropped tokens -inf, repeated single-candidate frames
-        removed. Frame indices no longer match the input's.
-    """
-    return candidate_frames(log_probs, config, collapse=collapse)[0]
 
 
 def pyctcdecode_labels(vocab: Vocabulary) -> list[str]:
@@ -554,16 +362,6 @@ class BeamStream:
         return best.text, words(best, hyps, np.concatenate(self._log_probs), clock, config, duration)
 
 
-def check_hotwords(hotwords: Sequence[str], vocab: Vocabulary) -> None:
-    """Raises ValueError unless the model can spell every hotword (normalized) as words of its vocabulary."""
-    if not vocab.spaced:
-        raise ValueError(f"`hotwords` {list(hotwords)} need a vocabulary with a space (words); for a character "
-                         "language pyctcdecode's hotwords would boost single characters wherever they occur")
-    for hotword in hotwords:
-        missing = sorted(vocab.unknown(hotword))
-        if missing:
-            raise ValueError(f"`hotwords`: {hotword!r} holds {missing}, which the model can't output")
-
 
 def check_lm_files(config: DecoderConfig) -> Path | None:
     """The LM path of `config` (None without one), after checking that it and its unigram list exist.
@@ -735,7 +533,5 @@ class Decoder:
             raise ValueError(f"`log_probs` have {size} classes but the vocabulary has {self.vocab.size} ids")
 
 
-__all__ = ["CUTOFF_PROB", "CUTOFF_TOP_N", "HOTWORD_WEIGHT", "BeamSearch", "BeamStream", "Decoder", "DecoderConfig",
-           "Hotwords", "candidate_frames", "candidate_log_probs", "check_hotwords", "check_lm_files", "cpu_count",
-           "load_unigrams", "log_softmax", "normalize_hotwords", "prune_log_probs", "pyctcdecode_labels",
-           "unigrams_path_for"]
+__all__ = ["BeamSearch", "BeamStream", "Decoder", "DecoderConfig", "check_lm_files", "cpu_count", "load_unigrams",
+           "pyctcdecode_labels", "unigrams_path_for"]

@@ -11,7 +11,7 @@ an utterance's frames at once, or in any chunking, gives what `decode` / `decode
 
 Two changes from pyctcdecode's loop, neither of which changes a transcript:
 - each frame carries its index in the model's output (`frame_ids`), so words' frame spans count model frames even
-  after `beam.candidate_frames` dropped repeated frames;
+  after `prune.candidate_frames` dropped repeated frames;
 - after each chunk the LM score caches keep only what the live beams can still extend, so a stream's memory is
   bounded by the beam, not by the length of the utterance.
 """

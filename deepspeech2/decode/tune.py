@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from deepspeech2.decode.beam import DecoderConfig, BeamSearch, candidate_log_probs, cpu_count
+from deepspeech2.decode.beam import BeamSearch, DecoderConfig, cpu_count
+from deepspeech2.decode.prune import candidate_log_probs
 from deepspeech2.fileio import atomic_path, write_json
 from deepspeech2.metrics import cer, wer
 from deepspeech2.vocab import Vocabulary

@@ -174,7 +174,7 @@ def hypotheses(beams: Sequence[tuple], frame_ids, steps: int,
 
     Args:
         beams: `(text, lm_state, [(word, (start, end)), ...], logit_score, combined_score)`, best first.
-        frame_ids: the kept frames' indices in the model's output, ascending (`beam.candidate_frames`; for a
+        frame_ids: the kept frames' indices in the model's output, ascending (`prune.candidate_frames`; for a
             stream, each chunk's kept indices plus the steps before it).
         steps: the utterance's output steps.
         text: the beam text -> transcript (`BeamSearch.text`: drops a character language's spaces).
