@@ -99,52 +99,13 @@ def evaluate(config: EvalConfig) -> dict:
         ValueError: a bad manifest or bundle, or no utterance whose audio could be read.
     """
     bundle = load_bundle(config.model_dir)
-    utterances: list[Utterance] = []
-    for manifest in config.manifests:
-        utterances += read_manifest(manifest)
-    if config.max_utterances:
-        utterances = utterances[:config.max_utterances]
-    if not utterances:
-        raise ValueError(f"the manifests {list(config.manifests)} hold no utterances")
-    for key in config.group_by:
-        if not any(_key(u, key) != NO_GROUP for u in utterances):
-            raise ValueError(f"`group_by` key {key!r} appears in no manifest line; keys there: "
-                             f"{sorted(_keys(utterances))}")
-
-    channel_seconds = 0.0
-    with (tempfile.TemporaryDirectory(prefix="ds2-eval-g711-") if config.channel == "g711"
-          else contextlib.nullcontext()) as folder:
-        heard = utterances
-        if folder is not None:
-            t0 = time.perf_counter()
-            heard = telephone_copies(utterances, folder, bundle.feature_config.sample_rate, config.max_seconds,
-                                     progress=config.progress)
-            channel_seconds = time.perf_counter() - t0
-        acoustic = compute_log_probs(bundle, heard, config.batch_size, progress=config.progress,
-                                     max_seconds=config.max_seconds)
+    utterances = _read_utterances(config)
+    acoustic, channel_seconds = _log_probs(config, bundle, utterances)
     ok = [i for i, lp in enumerate(acoustic.log_probs) if lp is not None]
     if not ok:
         raise ValueError(f"none of the {len(utterances)} utterances' audio could be read (first problem: "
                          f"{acoustic.skipped[0][1]})")
-    hypotheses: list[str] = []
-    timed: list[list] = []  # with `config.words`: each utterance's `Word`s
-    clock = FrameClock.of(bundle.model_config, bundle.feature_config)
-    t0 = time.perf_counter()
-    with Decoder(config.decoder, bundle.vocab) as decoder:
-        bar = progress_bar(total=len(ok), desc="decode", unit="utt", show=config.progress)
-        for start in range(0, len(ok), DECODE_CHUNK):
-            chunk = [acoustic.log_probs[i] for i in ok[start:start + DECODE_CHUNK]]
-            if config.words is None:
-                hypotheses += decoder.decode_utterances(chunk)
-            else:  # both searches of `decode_words`, in this process
-                for i in ok[start:start + DECODE_CHUNK]:
-                    text, timed_words = decode_words(decoder.search, acoustic.log_probs[i], clock, config.words,
-                                                     duration=utterances[i].duration or None)
-                    hypotheses.append(text)
-                    timed.append(timed_words)
-            bar.update(len(chunk))
-        bar.close()
-    decode_seconds = time.perf_counter() - t0
+    hypotheses, timed, decode_seconds = _decode(config, bundle, acoustic, ok, utterances)
 
     spaced = bundle.vocab.spaced  # English separates words; Mandarin (a character vocabulary) doesn't
     scored = [utterances[i] for i in ok]
@@ -191,6 +152,65 @@ def evaluate(config: EvalConfig) -> dict:
     if config.report_path:
         write_json(config.report_path, report)
     return report
+
+
+def _read_utterances(config: EvalConfig) -> list[Utterance]:
+    """The manifests' utterances, at most `max_utterances`, after checking that each `group_by` key occurs."""
+    utterances: list[Utterance] = []
+    for manifest in config.manifests:
+        utterances += read_manifest(manifest)
+    if config.max_utterances:
+        utterances = utterances[:config.max_utterances]
+    if not utterances:
+        raise ValueError(f"the manifests {list(config.manifests)} hold no utterances")
+    for key in config.group_by:
+        if not any(_key(u, key) != NO_GROUP for u in utterances):
+            raise ValueError(f"`group_by` key {key!r} appears in no manifest line; keys there: "
+                             f"{sorted(_keys(utterances))}")
+    return utterances
+
+
+def _log_probs(config: EvalConfig, bundle, utterances: list[Utterance]) -> tuple:
+    """The acoustic model's output for each utterance (`inference.compute_log_probs`), through the phone line first
+    when `config.channel` says so; and the seconds the phone line's simulation took."""
+    channel_seconds = 0.0
+    with (tempfile.TemporaryDirectory(prefix="ds2-eval-g711-") if config.channel == "g711"
+          else contextlib.nullcontext()) as folder:
+        heard = utterances
+        if folder is not None:
+            t0 = time.perf_counter()
+            heard = telephone_copies(utterances, folder, bundle.feature_config.sample_rate, config.max_seconds,
+                                     progress=config.progress)
+            channel_seconds = time.perf_counter() - t0
+        acoustic = compute_log_probs(bundle, heard, config.batch_size, progress=config.progress,
+                                     max_seconds=config.max_seconds)
+    return acoustic, channel_seconds
+
+
+def _decode(config: EvalConfig, bundle, acoustic, ok: list[int], utterances: list[Utterance]
+            ) -> tuple[list[str], list[list], float]:
+    """The transcripts of the utterances `ok` lists, with each one's `Word`s when `config.words` is set (else no
+    list), and the seconds decoding took."""
+    hypotheses: list[str] = []
+    timed: list[list] = []  # with `config.words`: each utterance's `Word`s
+    clock = FrameClock.of(bundle.model_config, bundle.feature_config)
+    t0 = time.perf_counter()
+    with Decoder(config.decoder, bundle.vocab) as decoder:
+        bar = progress_bar(total=len(ok), desc="decode", unit="utt", show=config.progress)
+        for start in range(0, len(ok), DECODE_CHUNK):
+            chunk = [acoustic.log_probs[i] for i in ok[start:start + DECODE_CHUNK]]
+            if config.words is None:
+                hypotheses += decoder.decode_utterances(chunk)
+            else:  # both searches of `decode_words`, in this process
+                for i in ok[start:start + DECODE_CHUNK]:
+                    text, timed_words = decode_words(decoder.search, acoustic.log_probs[i], clock, config.words,
+                                                     duration=utterances[i].duration or None)
+                    hypotheses.append(text)
+                    timed.append(timed_words)
+            bar.update(len(chunk))
+        bar.close()
+    decode_seconds = time.perf_counter() - t0
+    return hypotheses, timed, decode_seconds
 
 
 def out_of_vocabulary(references: Sequence[str], hypotheses: Sequence[str], vocab: Vocabulary) -> dict:

@@ -265,36 +265,52 @@ def _make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCo
     with concurrent.futures.ThreadPoolExecutor(config.num_workers) as pool, \
             progress_bar(total=len(lines), desc=f"shards {out.name}", unit="utt", show=progress) as bar:
         for i, members in enumerate(assignment):
-            path = out / shard_name(i, config.num_shards)
-            count, seconds = 0, 0.0
-            shard_durations, shard_samples, label_steps = [], [], []
             # Records are sorted by duration inside each shard: interleaving the shards round-robin then
             # gives an (almost) globally sorted stream, which is SortaGrad's first epoch (DS2 §3.1).
             members = sorted(members, key=lambda k: (lines[k][1].duration, k))
-            with _shard_writer(path) as writer:
-                for k, result, kind, err in pool.map(load, members):
-                    bar.update(1)
-                    if err is not None:
-                        n, u = lines[k]
-                        skipped.append({"line": n, "kind": kind, "audio_filepath": u.audio_filepath,
-                                        "offset": u.offset, "reason": err})
-                        continue
-                    writer.write(result[0])
-                    unknown += vocab.unknown(lines[k][1].text)
-                    count += 1
-                    seconds += result[1]
-                    durations.append(result[1])
-                    shard_durations.append(round(result[1], 3))
-                    shard_samples.append(result[2])
-                    label_steps.append(result[3])
-            # Per-record durations (in file order, i.e. sorted) let the pipeline merge shards into an exactly
-            # sorted SortaGrad epoch, and plan shuffled epochs, without reading any audio; the samples and the
-            # CTC steps each transcript needs let training count the utterances a model can't fit
-            # (`deepspeech2.geometry.ctc_feasible`), also without reading.
-            shards.append({"path": path.name, "bytes": path.stat().st_size, "count": count,
-                           "duration": round(seconds, 3), "durations": shard_durations,
-                           "num_samples": shard_samples, "label_steps": label_steps})
-    index = {
+            shards.append(_write_shard(out / shard_name(i, config.num_shards), pool.map(load, members), lines, vocab,
+                                       bar, skipped, unknown, durations))
+    index = _index(manifest, fingerprint, vocab, config, shards, durations, unknown, skipped)
+    write_json(out / INDEX, index)
+    _remove_other_shards(out, index)
+    return _nonempty(index, manifest, out)
+
+
+def _write_shard(path: Path, loaded, lines: list, vocab: Vocabulary, bar, skipped: list,
+                 unknown: collections.Counter, durations: list) -> dict:
+    """Write one shard's records, `loaded` as `_make_shards`' `load` gives them, in order; the utterances that
+    fail go to `skipped`, the characters written as <unk> to `unknown`, each record's seconds to `durations`.
+    Returns the shard's entry in the index."""
+    count, seconds = 0, 0.0
+    shard_durations, shard_samples, label_steps = [], [], []
+    with _shard_writer(path) as writer:
+        for k, result, kind, err in loaded:
+            bar.update(1)
+            if err is not None:
+                n, u = lines[k]
+                skipped.append({"line": n, "kind": kind, "audio_filepath": u.audio_filepath,
+                                "offset": u.offset, "reason": err})
+                continue
+            writer.write(result[0])
+            unknown += vocab.unknown(lines[k][1].text)
+            count += 1
+            seconds += result[1]
+            durations.append(result[1])
+            shard_durations.append(round(result[1], 3))
+            shard_samples.append(result[2])
+            label_steps.append(result[3])
+    # Per-record durations (in file order, i.e. sorted) let the pipeline merge shards into an exactly
+    # sorted SortaGrad epoch, and plan shuffled epochs, without reading any audio; the samples and the
+    # CTC steps each transcript needs let training count the utterances a model can't fit
+    # (`deepspeech2.geometry.ctc_feasible`), also without reading.
+    return {"path": path.name, "bytes": path.stat().st_size, "count": count, "duration": round(seconds, 3),
+            "durations": shard_durations, "num_samples": shard_samples, "label_steps": label_steps}
+
+
+def _index(manifest, fingerprint: str, vocab: Vocabulary, config: ShardConfig, shards: list, durations: list,
+           unknown: collections.Counter, skipped: list) -> dict:
+    """The folder's index: the shards, what they were made from and with, and what was skipped."""
+    return {
         "format": FORMAT,
         "manifest": str(Path(manifest).resolve()),
         "fingerprint": fingerprint,
@@ -316,9 +332,6 @@ def _make_shards(manifest: str | os.PathLike, vocab: Vocabulary, config: ShardCo
         "shards": shards,
         "skipped": sorted(skipped, key=lambda e: e["line"]),
     }
-    write_json(out / INDEX, index)
-    _remove_other_shards(out, index)
-    return _nonempty(index, manifest, out)
 
 
 def _remove_other_shards(out: Path, index: dict) -> None:

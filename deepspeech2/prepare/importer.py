@@ -271,6 +271,31 @@ def build_split(
         raise ValueError(f"`num_workers` must be >= 1, got {num_workers}")
     output_dir = Path(output_dir).resolve()
     skipped = list(skipped)
+    todo = _usable(entries, skipped)
+    resolved, failed = _resolve_sources(todo, corpus, split, corpus_root, output_dir, num_workers)
+    utts = _utterances(todo, resolved, failed, skipped, language)
+
+    manifest = output_dir / f"{split}.jsonl"
+    _write_if_changed(manifest, "".join(u.to_json(relative_to=manifest.parent) + "\n" for u in utts))
+    report = {
+        "corpus": corpus,
+        "split": split,
+        "kept": len(utts),
+        "skipped": [s.to_json() for s in sorted(skipped, key=lambda s: (s.what, s.reason))],
+        "excluded": {reason: n for reason, n in sorted((excluded or {}).items()) if n},
+        "hours": round(sum(u.duration for u in utts) / 3600, 4),
+    }
+    report_path = output_dir / f"{split}.report.json"
+    _write_if_changed(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    if skipped:
+        log.warning("%s %s: skipped %d (kept %d); reasons in %s", corpus, split, len(skipped), len(utts),
+                    report_path)
+    return utts
+
+
+def _usable(entries: Sequence[Entry], skipped: list[Skip]) -> list[Entry]:
+    """The entries worth resolving: not a second copy of an id, and with a confidently normalized, non-empty
+    transcript; the others go to `skipped`, each with its reason."""
     ids: set[str] = set()
     todo: list[Entry] = []
     for e in entries:
@@ -284,7 +309,13 @@ def build_split(
         else:
             ids.add(e.id)
             todo.append(e)
+    return todo
 
+
+def _resolve_sources(todo: Sequence[Entry], corpus: str, split: str, corpus_root: Path, output_dir: Path,
+                     num_workers: int) -> tuple[dict[Path, tuple[Path, float]], dict[Path, str]]:
+    """Each audio file `todo` names, resolved (`resolve_audio`: converted where needed) in `num_workers` threads:
+    `(resolved {source: (path, seconds)}, failed {source: reason})`."""
     sources = sorted({e.audio for e in todo})
     resolved: dict[Path, tuple[Path, float]] = {}
     failed: dict[Path, str] = {}
@@ -300,7 +331,13 @@ def build_split(
         else:
             resolved[src] = result
     bar.close()
+    return resolved, failed
 
+
+def _utterances(todo: Sequence[Entry], resolved: dict[Path, tuple[Path, float]], failed: dict[Path, str],
+                skipped: list[Skip], language: str) -> list[Utterance]:
+    """The entries whose audio resolved and whose segment lies inside it, as utterances sorted by id; the others
+    go to `skipped`."""
     reported_files: set[Path] = set()
     segments = collections.Counter(e.audio for e in todo if e.end is not None)
     utts = []
@@ -327,20 +364,4 @@ def build_split(
                               offset=round(e.offset, _DURATION_DECIMALS) if e.end is not None else None,
                               speaker=e.speaker,
                               language=language, extra={"id": e.id, **e.extra}))
-
-    manifest = output_dir / f"{split}.jsonl"
-    _write_if_changed(manifest, "".join(u.to_json(relative_to=manifest.parent) + "\n" for u in utts))
-    report = {
-        "corpus": corpus,
-        "split": split,
-        "kept": len(utts),
-        "skipped": [s.to_json() for s in sorted(skipped, key=lambda s: (s.what, s.reason))],
-        "excluded": {reason: n for reason, n in sorted((excluded or {}).items()) if n},
-        "hours": round(sum(u.duration for u in utts) / 3600, 4),
-    }
-    report_path = output_dir / f"{split}.report.json"
-    _write_if_changed(report_path, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    if skipped:
-        log.warning("%s %s: skipped %d (kept %d); reasons in %s", corpus, split, len(skipped), len(utts),
-                    report_path)
     return utts

@@ -198,23 +198,9 @@ def prepare_noise(
     Returns:
         `(noise_manifest_path, rir_manifest_path)`.
     """
-    if not 0 < rt60_range[0] <= rt60_range[1]:
-        raise ValueError(f"`rt60_range` must be 0 < low <= high seconds, got {rt60_range!r}")
-    if not drr_range[0] <= drr_range[1]:
-        raise ValueError(f"`drr_range` must be low <= high dB, got {drr_range!r}")
-    if not 1 <= babble_speakers[0] <= babble_speakers[1]:
-        raise ValueError(f"`babble_speakers` must be 1 <= low <= high, got {babble_speakers!r}")
-    if min(n_rirs, n_noise, n_babble) < 0 or not noise_seconds > 0:
-        raise ValueError("`n_rirs`, `n_noise`, `n_babble` must be >= 0 and `noise_seconds` > 0, got "
-                         f"{n_rirs!r}, {n_noise!r}, {n_babble!r}, {noise_seconds!r}")
+    _check_arguments(rt60_range, drr_range, babble_speakers, n_rirs, n_noise, n_babble, noise_seconds)
     out = Path(output_dir)
-    speech = []
-    speech_digest = ""
-    if speech_manifest is not None and n_babble > 0:
-        speech = [u for u in read_manifest(speech_manifest) if u.duration > 0]
-        if not speech:
-            raise ValueError(f"speech manifest `{speech_manifest}` has no utterances to make babble from")
-        speech_digest = hashlib.sha1(Path(speech_manifest).read_bytes()).hexdigest()
+    speech, speech_digest = _babble_speech(speech_manifest) if n_babble > 0 else ([], "")
     kinds = list(NOISE_EXPONENTS)
 
     # One job per clip: (manifest, kind, index, generating arguments, extra manifest fields, make()).
@@ -239,6 +225,39 @@ def prepare_noise(
         jobs.append(("rir", "rir", i, args, {"rt60": rt60, "drr_db": drr}, lambda i=i, rt60=rt60, drr=drr:
                      synth_rir(rt60, sample_rate, drr_db=drr, seed=_seed(seed, 5, i))))
 
+    entries = _write_clips(jobs, out, sample_rate)
+    noise_path, rir_path = out / "noise.jsonl", out / "rir.jsonl"
+    write_manifest(noise_path, entries["noise"])
+    write_manifest(rir_path, entries["rir"])
+    return noise_path, rir_path
+
+
+def _check_arguments(rt60_range, drr_range, babble_speakers, n_rirs, n_noise, n_babble, noise_seconds) -> None:
+    if not 0 < rt60_range[0] <= rt60_range[1]:
+        raise ValueError(f"`rt60_range` must be 0 < low <= high seconds, got {rt60_range!r}")
+    if not drr_range[0] <= drr_range[1]:
+        raise ValueError(f"`drr_range` must be low <= high dB, got {drr_range!r}")
+    if not 1 <= babble_speakers[0] <= babble_speakers[1]:
+        raise ValueError(f"`babble_speakers` must be 1 <= low <= high, got {babble_speakers!r}")
+    if min(n_rirs, n_noise, n_babble) < 0 or not noise_seconds > 0:
+        raise ValueError("`n_rirs`, `n_noise`, `n_babble` must be >= 0 and `noise_seconds` > 0, got "
+                         f"{n_rirs!r}, {n_noise!r}, {n_babble!r}, {noise_seconds!r}")
+
+
+def _babble_speech(speech_manifest: str | os.PathLike | None) -> tuple[list[Utterance], str]:
+    """The utterances to make babble from, and the manifest's hash (a babble clip's name carries it, so another
+    manifest never reuses its clips); none without a manifest."""
+    if speech_manifest is None:
+        return [], ""
+    speech = [u for u in read_manifest(speech_manifest) if u.duration > 0]
+    if not speech:
+        raise ValueError(f"speech manifest `{speech_manifest}` has no utterances to make babble from")
+    speech_digest = hashlib.sha1(Path(speech_manifest).read_bytes()).hexdigest()
+    return speech, speech_digest
+
+
+def _write_clips(jobs: list, out: Path, sample_rate: int) -> dict[str, list[Utterance]]:
+    """Write each job's clip unless a file of its name exists; the manifests' lines, by manifest."""
     entries: dict[str, list[Utterance]] = {"noise": [], "rir": []}
     for manifest, kind, i, args, extra, make in progress_bar(jobs, desc="noise and RIRs", unit="clip"):
         digest = hashlib.sha1(json.dumps(args, sort_keys=True).encode()).hexdigest()[:8]
@@ -251,10 +270,7 @@ def prepare_noise(
             frames = wav.size
         entries[manifest].append(Utterance(str(path.resolve()), frames / sample_rate, "",
                                            extra={"kind": kind, **extra}))
-    noise_path, rir_path = out / "noise.jsonl", out / "rir.jsonl"
-    write_manifest(noise_path, entries["noise"])
-    write_manifest(rir_path, entries["rir"])
-    return noise_path, rir_path
+    return entries
 
 
 def noisy_copy(

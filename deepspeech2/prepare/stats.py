@@ -63,59 +63,23 @@ def compute_mean_std(
         raise ValueError(f"`max_duration` must be > 0 (or None: no limit), got {max_duration!r}")
     if not manifest_paths:
         raise ValueError("`manifest_paths` is empty; give at least one manifest")
-    utts = read_manifests(manifest_paths)
-    if not utts:
-        raise ValueError(f"manifests {[str(p) for p in manifest_paths]} contain no utterances")
-    if num_samples is not None and num_samples < len(utts):
-        chosen = np.random.default_rng(seed).choice(len(utts), size=num_samples, replace=False)
-        utts = [utts[i] for i in chosen]
-    utts.sort(key=lambda u: u.duration)  # similar lengths per batch -> little padding; stats don't care
-
-    features_fn = tf.function(
-        lambda w, n: _batch_moments(*compute_features(w, n, feature_config)),
-        input_signature=[tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None], tf.int32)])
-    count, mean, m2 = 0, np.zeros(feature_config.dim), np.zeros(feature_config.dim)
+    utts = _sample(manifest_paths, num_samples, seed)
+    moments = _Moments(feature_config)
     used, skipped, too_long, batch = 0, 0, 0, []
-
-    def flush():
-        nonlocal count, mean, m2
-        lengths = np.array([len(w) for w in batch], np.int32)
-        padded = np.zeros((len(batch), lengths.max()), np.float32)
-        for i, w in enumerate(batch):
-            padded[i, :len(w)] = w
-        n_b, mean_b, m2_b = (t.numpy() for t in features_fn(padded, lengths))
-        # Chan et al.'s parallel combination of (count, mean, M2): stable, unlike sum of squares.
-        total = count + n_b
-        delta = mean_b - mean
-        mean = mean + delta * (n_b / total)
-        m2 = m2 + m2_b + delta**2 * (count * n_b / total)
-        count = total
-        batch.clear()
-
-    min_samples = feature_config.window_length
     for u in progress_bar(utts, desc="mean/std", unit="utt"):
-        try:
-            wav = load_utterance(u, feature_config.sample_rate, max_seconds=max_duration)  # as make-shards stores it
-        except TooLongError as e:
+        wav, over = _usable_audio(u, feature_config, max_duration)
+        if wav is None:
             skipped += 1
-            too_long += 1
-            logger.warning("skipping %s (training drops it too)", e)
-            continue
-        except Exception as e:  # noqa: BLE001 - one bad file must never kill the job
-            skipped += 1
-            logger.warning("skipping %s: %s", u.audio_filepath, e)
-            continue
-        if len(wav) < min_samples:
-            skipped += 1
-            logger.warning("skipping %s: %d samples, shorter than one %d-sample window",
-                           u.audio_filepath, len(wav), min_samples)
+            too_long += over
             continue
         batch.append(wav)
         used += 1
         if len(batch) == batch_size:
-            flush()
+            moments.add(batch)
+            batch.clear()
     if batch:
-        flush()
+        moments.add(batch)
+    count, mean, m2 = moments.count, moments.mean, moments.m2
     if count == 0:
         raise ValueError(f"no usable audio among the {len(utts)} sampled utterances "
                          f"({skipped} skipped); check the manifests' audio paths")
@@ -124,6 +88,60 @@ def compute_mean_std(
     return Normalizer(mean=mean.astype(np.float32), std=np.sqrt(m2 / count).astype(np.float32),
                       feature_config=feature_config, num_utterances=used, num_frames=int(count),
                       num_skipped=skipped)
+
+
+def _sample(manifest_paths: Sequence[str | os.PathLike], num_samples: int | None, seed: int) -> list:
+    """The manifests' utterances, `num_samples` of them chosen at random (seeded), shortest first."""
+    utts = read_manifests(manifest_paths)
+    if not utts:
+        raise ValueError(f"manifests {[str(p) for p in manifest_paths]} contain no utterances")
+    if num_samples is not None and num_samples < len(utts):
+        chosen = np.random.default_rng(seed).choice(len(utts), size=num_samples, replace=False)
+        utts = [utts[i] for i in chosen]
+    utts.sort(key=lambda u: u.duration)  # similar lengths per batch -> little padding; stats don't care
+    return utts
+
+
+def _usable_audio(u, feature_config: FeatureConfig, max_duration: float | None) -> tuple[np.ndarray | None, bool]:
+    """`(waveform, False)` of an utterance the statistics can use, else `(None, whether it was too long)`, with
+    a warning that says why it is skipped."""
+    try:
+        wav = load_utterance(u, feature_config.sample_rate, max_seconds=max_duration)  # as make-shards stores it
+    except TooLongError as e:
+        logger.warning("skipping %s (training drops it too)", e)
+        return None, True
+    except Exception as e:  # noqa: BLE001 - one bad file must never kill the job
+        logger.warning("skipping %s: %s", u.audio_filepath, e)
+        return None, False
+    min_samples = feature_config.window_length
+    if len(wav) < min_samples:
+        logger.warning("skipping %s: %d samples, shorter than one %d-sample window",
+                       u.audio_filepath, len(wav), min_samples)
+        return None, False
+    return wav, False
+
+
+class _Moments:
+    """Per-bin feature (count, mean, M2) over the batches added so far."""
+
+    def __init__(self, feature_config: FeatureConfig):
+        self._features = tf.function(
+            lambda w, n: _batch_moments(*compute_features(w, n, feature_config)),
+            input_signature=[tf.TensorSpec([None, None], tf.float32), tf.TensorSpec([None], tf.int32)])
+        self.count, self.mean, self.m2 = 0, np.zeros(feature_config.dim), np.zeros(feature_config.dim)
+
+    def add(self, batch: list[np.ndarray]) -> None:
+        lengths = np.array([len(w) for w in batch], np.int32)
+        padded = np.zeros((len(batch), lengths.max()), np.float32)
+        for i, w in enumerate(batch):
+            padded[i, :len(w)] = w
+        n_b, mean_b, m2_b = (t.numpy() for t in self._features(padded, lengths))
+        # Chan et al.'s parallel combination of (count, mean, M2): stable, unlike sum of squares.
+        total = self.count + n_b
+        delta = mean_b - self.mean
+        self.mean = self.mean + delta * (n_b / total)
+        self.m2 = self.m2 + m2_b + delta**2 * (self.count * n_b / total)
+        self.count = total
 
 
 def _batch_moments(features: tf.Tensor, frame_lengths: tf.Tensor):

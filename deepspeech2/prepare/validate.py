@@ -140,35 +140,49 @@ def _check(line_no: int, raw: str, base: Path, cfg: ValidationConfig
         warnings.append(Problem(line_no, "duration", f"{(stop - start) / sr:.1f} s, over the {cfg.max_duration:g} s "
                                 "make-shards, compute-stats and training take (they skip it)",
                                 "cut the recording into utterances, or keep the line for evaluation only"))
-    if cfg.decode and not problems:
-        try:
-            decoded = audible = 0
-            with sf.SoundFile(u.audio_filepath) as f:
-                f.seek(start)
-                while decoded < stop - start:  # in blocks: an hour-long file isn't held in memory whole
-                    data = f.read(min(DECODE_BLOCK, stop - start - decoded), dtype="int16")
-                    if not len(data):
-                        break
-                    decoded += len(data)
-                    audible = audible or bool(np.any(data))
-            if decoded == 0:
-                add("audio_filepath", "no samples decoded", "re-convert the file")
-            elif not audible:
-                add("audio_filepath", "audio is all zeros (silence)", "check the recording or remove the line")
-        except Exception as e:  # noqa: BLE001 - any decoder failure is a bad line, not a crash
-            add("audio_filepath", f"decoding failed: {e}", "re-convert the file or remove the line")
-    known = cfg.vocab is None or not cfg.vocab.oov(u.text)
-    if cfg.model is not None and u.text.strip() and known:
-        # Count label ids, as training does; without a vocabulary each character is one label.
-        vocab = cfg.vocab or Vocabulary.from_texts([u.text])
-        need = ctc_label_steps(vocab.encode(u.text))
-        num_samples = samples_used(u, sr, frames, cfg.feature_config.sample_rate)
-        steps = output_steps(cfg.model, cfg.feature_config, num_samples)
-        if steps < need:
-            add("text", f"CTC-infeasible: model {model_name(cfg.model)} has {steps} output steps for "
+    if cfg.decode and not problems and (problem := _decoding_problem(u.audio_filepath, start, stop)):
+        add("audio_filepath", *problem)
+    if cfg.model is not None and u.text.strip() and (problem := _infeasible(u, sr, frames, cfg)):
+        add("text", *problem)
+    return (u if not problems else None), problems, warnings
+
+
+def _decoding_problem(path: str, start: int, stop: int) -> tuple[str, str] | None:
+    """`(message, fix)` when the samples `start`:`stop` of `path` don't decode or are all zeros, else None."""
+    try:
+        decoded = audible = 0
+        with sf.SoundFile(path) as f:
+            f.seek(start)
+            while decoded < stop - start:  # in blocks: an hour-long file isn't held in memory whole
+                data = f.read(min(DECODE_BLOCK, stop - start - decoded), dtype="int16")
+                if not len(data):
+                    break
+                decoded += len(data)
+                audible = audible or bool(np.any(data))
+        if decoded == 0:
+            return "no samples decoded", "re-convert the file"
+        if not audible:
+            return "audio is all zeros (silence)", "check the recording or remove the line"
+    except Exception as e:  # noqa: BLE001 - any decoder failure is a bad line, not a crash
+        return f"decoding failed: {e}", "re-convert the file or remove the line"
+    return None
+
+
+def _infeasible(u: Utterance, sr: int, frames: int, cfg: ValidationConfig) -> tuple[str, str] | None:
+    """`(message, fix)` when `cfg.model` has fewer output steps for the line's audio than CTC needs for its
+    transcript, else None (also for a transcript outside `cfg.vocab`, already a problem of its own)."""
+    if cfg.vocab is not None and cfg.vocab.oov(u.text):
+        return None
+    # Count label ids, as training does; without a vocabulary each character is one label.
+    vocab = cfg.vocab or Vocabulary.from_texts([u.text])
+    need = ctc_label_steps(vocab.encode(u.text))
+    num_samples = samples_used(u, sr, frames, cfg.feature_config.sample_rate)
+    steps = output_steps(cfg.model, cfg.feature_config, num_samples)
+    if steps < need:
+        return (f"CTC-infeasible: model {model_name(cfg.model)} has {steps} output steps for "
                 f"{num_samples / cfg.feature_config.sample_rate:.3f}s of audio but the labels need {need}",
                 "drop the line, or use a model with a smaller time stride")
-    return (u if not problems else None), problems, warnings
+    return None
 
 
 def validate_manifest(path: str | os.PathLike, config: ValidationConfig = ValidationConfig(),
