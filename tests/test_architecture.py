@@ -1,6 +1,7 @@
 """The package's imports follow the flow of docs/architecture.md (tools/architecture.py): none against it in the
 repository, the decoders and the servers never reach the model, and each kind of violation is caught in a tree built
-to break it. Likewise importing a bin/ module defines its flags and does nothing else."""
+to break it. Likewise importing a bin/ module defines its flags and does nothing else, and no module or function
+is too long to read in one sitting."""
 
 import sys
 from pathlib import Path
@@ -130,3 +131,34 @@ def test_the_decoders_and_the_servers_never_reach_the_model(tmp_path, path, sour
     (tmp_path / path).write_text("import numpy\n" if path.startswith("deepspeech2/") else
                                  "from deepspeech2_export import requests\n")  # the contract, not the exporter
     assert architecture.violations(tmp_path) == []
+
+
+def test_no_module_or_function_is_too_long():
+    assert architecture.sizes() == []
+
+
+def _lines(n: int, indent: str = "    ") -> str:
+    return "".join(f"{indent}x = {i}\n" for i in range(n))
+
+
+def test_each_kind_of_size_violation_is_caught(tmp_path):
+    """A module over the line limit, a function, a method and a nested function over theirs, in every folder of
+    `FOLDERS`; a function of exactly the limit passes, and `SIZE_EXCEPTIONS` lets a named one through."""
+    limit = architecture.MAX_FUNCTION_LINES
+    for folder in architecture.FOLDERS:
+        (tmp_path / folder).mkdir()
+    (tmp_path / "deepspeech2" / "ok.py").write_text("def f():\n" + _lines(limit - 1))  # exactly the limit
+    (tmp_path / "deepspeech2" / "long.py").write_text("x = 0\n" * (architecture.MAX_MODULE_LINES + 1))
+    (tmp_path / "bin" / "ds2_x.py").write_text("def main():\n" + _lines(limit))
+    (tmp_path / "export" / "e.py").write_text("class C:\n    def m(self):\n" + _lines(limit, " " * 8))
+    (tmp_path / "serving" / "s.py").write_text("def outer():\n    def inner():\n" + _lines(limit, " " * 8)
+                                               + "    return inner\n")
+    found = architecture.sizes(tmp_path)
+    expected = [f"deepspeech2/long.py: {architecture.MAX_MODULE_LINES + 1} lines",
+                f"bin/ds2_x.py:1: deepspeech2_cli.ds2_x.main is {limit + 1} lines",
+                f"export/e.py:2: deepspeech2_export.e.C.m is {limit + 1} lines",
+                f"serving/s.py:1: deepspeech2_serving.s.outer is {limit + 3} lines",
+                f"serving/s.py:2: deepspeech2_serving.s.outer.inner is {limit + 1} lines"]
+    assert len(found) == len(expected) and all(any(line.startswith(e) for line in found) for e in expected), found
+    excepted = (("deepspeech2_cli.ds2_x.main", "a reason"), ("deepspeech2.long", "a reason"))
+    assert len(architecture.sizes(tmp_path, excepted)) == len(expected) - 2

@@ -7,8 +7,9 @@ A module may import its own stage and the stages above it in `STAGES`, never one
 Keras model, the online input pipeline (data) never imports the offline preparation (prepare), decode needs no model
 code (so the server can use it), export never imports serving, and only the CLIs (bin/) import absl. On top of the
 order, `NEVER` keeps the decoders and the servers off the model package altogether, also through what they import.
-Importing a bin/ module defines its flags and does nothing else (`side_effects`).
-tests/test_architecture.py runs `violations` and `side_effects` on the repository.
+Importing a bin/ module defines its flags and does nothing else (`side_effects`). Each stage reads in one sitting:
+no module over `MAX_MODULE_LINES` lines, no function over `MAX_FUNCTION_LINES` outside `SIZE_EXCEPTIONS` (`sizes`).
+tests/test_architecture.py runs `violations`, `side_effects` and `sizes` on the repository.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ FOLDERS = {"deepspeech2": "deepspeech2", "bin": "deepspeech2_cli", "export": "de
 # ending in "." owns the modules under it but not the package itself: "deepspeech2." is the library's catch-all, and
 # the package's `__init__` (`deepspeech2`, the names a user imports) sits above the library it names.
 STAGES = (
-    ("base", ("deepspeech2.", "deepspeech2.configs", "deepspeech2.fileio", "deepspeech2.text", "deepspeech2.vocab",
+    ("base", ("deepspeech2.", "deepspeech2.configs", "deepspeech2.fileio", "deepspeech2.text",
+              "deepspeech2.number_words", "deepspeech2.vocab",
               "deepspeech2.audio", "deepspeech2.progress", "deepspeech2.metrics")),
     ("features", ("deepspeech2.feature_config", "deepspeech2.features")),
     ("geometry", ("deepspeech2.model_config", "deepspeech2.geometry")),
@@ -47,6 +49,12 @@ CLI_ONLY = ("absl",)  # top-level packages only bin/ may import
 # depth, though the flow allows it. The decoders take log-probabilities and ds2-serve and ds2-demo serve SavedModels:
 # none of them needs the Keras model code.
 NEVER = (("deepspeech2.decode", "deepspeech2.model"), ("deepspeech2_serving", "deepspeech2.model"))
+# A module or a function longer than these doesn't read in one sitting: split it by meaning, into named steps.
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80  # from its `def` line to its last, as `ast` counts them
+# (qualified name, why it reads best whole, in a line): a module or a function allowed past its limit, e.g.
+# ("deepspeech2.data.shards._make_shards", "..."). Empty: everything long splits into steps that read better.
+SIZE_EXCEPTIONS: tuple[tuple[str, str], ...] = ()
 
 
 def _owned(module: str, prefix: str) -> bool:
@@ -65,7 +73,7 @@ def stage(module: str) -> int | None:
 
 
 def modules(root: Path = REPO) -> dict[str, Path]:
-    """Import name -> file, for every module of the four folders under `root`."""
+    """Import name -> file, for every module of the `FOLDERS` under `root`."""
     out = {}
     for folder, package in FOLDERS.items():
         for path in sorted((root / folder).rglob("*.py")):
@@ -193,6 +201,36 @@ def side_effects(root: Path = REPO) -> list[str]:
     return bad
 
 
+def _functions(tree: ast.AST, prefix: str):
+    """(qualified name, node) of every function in `tree`, methods and nested functions included."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = f"{prefix}.{node.name}"
+            if not isinstance(node, ast.ClassDef):
+                yield name, node
+            yield from _functions(node, name)
+        else:
+            yield from _functions(node, prefix)
+
+
+def sizes(root: Path = REPO, exceptions: tuple[tuple[str, str], ...] = SIZE_EXCEPTIONS) -> list[str]:
+    """One line per module over `MAX_MODULE_LINES` lines and per function over `MAX_FUNCTION_LINES`, unless
+    `exceptions` (`SIZE_EXCEPTIONS`) names it."""
+    excepted = {name for name, _ in exceptions}
+    bad = []
+    for mod, path in modules(root).items():
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(root)
+        if len(text.splitlines()) > MAX_MODULE_LINES and mod not in excepted:
+            bad.append(f"{where}: {len(text.splitlines())} lines, over {MAX_MODULE_LINES}: split it by meaning")
+        for name, node in _functions(ast.parse(text, str(path)), mod):
+            length = node.end_lineno - node.lineno + 1
+            if length > MAX_FUNCTION_LINES and name not in excepted:
+                bad.append(f"{where}:{node.lineno}: {name} is {length} lines, over {MAX_FUNCTION_LINES}: split it "
+                           "into named steps, or list it in SIZE_EXCEPTIONS with the reason")
+    return bad
+
+
 def draw(out: Path, root: Path = REPO) -> None:
     """The stages as a matrix: row = the importing stage, column = the imported one, the number of module imports
     in the cell. The flow allows the lower triangle and the diagonal only; a cell above it is drawn red."""
@@ -234,8 +272,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.png:
         draw(Path(args.png))
-    bad = violations() + side_effects()
-    print("\n".join(bad) or "no import against the flow, no side effect of importing a command")
+    bad = violations() + side_effects() + sizes()
+    print("\n".join(bad) or "no import against the flow, no side effect of importing a command, nothing too long")
     return 1 if bad else 0
 
 
