@@ -404,8 +404,8 @@ def _with_options(ds: tf.data.Dataset, deterministic: bool) -> tf.data.Dataset:
     # Parallelism comes from the parallel maps; one thread per op avoids oversubscribing the cores.
     options.threading.max_intra_op_parallelism = 1
     # No autotuning model: AUTOTUNE parallelism is then the thread pool's size (one per core). Its background
-    # optimizer competes with training for the cores, and an epoch's iterator could only be destroyed once
-    # its pass was done: 35-45 s between epochs on 2 cores, a quarter of the tiny recipe's epoch. The
+    # optimizer competes with training for the cores, and an epoch's iterator can only be destroyed once
+    # its pass is done: 35-45 s between epochs on 2 cores, a quarter of the tiny recipe's epoch. The
     # pipeline is not the bottleneck either way (it makes the tiny epoch in 3.5 s with or without it).
     options.autotune.enabled = False
     return ds.with_options(options)

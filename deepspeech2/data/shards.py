@@ -379,7 +379,7 @@ def _read_index(path: Path) -> dict:
 
 def shard_problem(shard_dir: str | os.PathLike, index: dict) -> str | None:
     """Why the shard files of `shard_dir` disagree with its `index` (one is missing, or has another size than
-    when the index was written), with the fix; None when they agree. Indexes from before per-shard sizes are
+    when the index was written), with the fix; None when they agree. An index without per-shard sizes (`bytes`) is
     checked for missing files only."""
     for s in index["shards"]:
         path = Path(shard_dir) / s["path"]

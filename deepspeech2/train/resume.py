@@ -71,7 +71,7 @@ def data_order(pipeline: PipelineConfig, train_shards, feature_config: FeatureCo
 
 
 def restore_checkpoint(checkpoint: tf.train.Checkpoint, path: str) -> None:
-    """Restore a training checkpoint. One written before the model's variables were saved by path lacks the
+    """Restore a training checkpoint. One without the model's variables by path (`model_variables/`) lacks the
     front end's BN statistics: it still resumes, with a warning."""
     checkpoint.restore(path).assert_existing_objects_matched()
     if not any(name.startswith("model_variables/") for name, _ in tf.train.list_variables(path)):

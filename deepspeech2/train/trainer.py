@@ -159,8 +159,8 @@ class Trainer:
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
         self.position = tf.Variable(0, dtype=tf.int64, trainable=False, name="batch_in_epoch")
-        # The best dev error so far, by the vocabulary's metric (WER; CER without spaces). The checkpoint
-        # keeps the variable's old name.
+        # The best dev error so far, by the vocabulary's metric (WER; CER without spaces), under the name the
+        # checkpoints hold it by, so that every checkpoint ds2-train writes restores.
         self.best_error = tf.Variable(math.inf, dtype=tf.float64, trainable=False, name="best_dev_wer")
         fp16 = config.mixed_precision == "mixed_float16"
         self.loss_scale = tf.Variable(FP16_INITIAL_SCALE if fp16 else 1.0, trainable=False, name="loss_scale")

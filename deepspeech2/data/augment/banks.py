@@ -68,7 +68,7 @@ class Bank:
         self.lengths = np.array([c.size for c in clips], np.int32)
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)[:-1]]).astype(np.int32)
         # An eager CPU tensor, which a tf.data function captures by reference. Built as a graph constant
-        # inside the map function, the whole bank was copied on every call (1.4 ms for 2 min of noise).
+        # inside the map function, the whole bank is copied on every call (1.4 ms for 2 min of noise).
         with tf.init_scope(), tf.device("/CPU:0"):
             self.samples = tf.constant(np.concatenate(clips).astype(np.float32))  # (total samples,)
 
