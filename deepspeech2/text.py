@@ -16,6 +16,9 @@ the digit zero, digits are read as Chinese numerals (years digit by digit, times
 with 百分之, "-5度" as 零下五度), punctuation and spaces are removed. Latin letters make a transcript
 unnormalizable unless the caller keeps them as tokens (`keep_latin=True`). Traditional characters pass
 through unchanged: see `normalize_mandarin`.
+
+Here is which reading a written number gets; how each reading is spelled (a cardinal, a year, an ordinal, Chinese
+numerals) is `deepspeech2.number_words`.
 """
 
 from __future__ import annotations
