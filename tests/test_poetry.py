@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from deepspeech2.data.manifest import Utterance, write_manifest
-from deepspeech2.prepare.poetry import PoetryTextConfig, documents, near_held_out, prepare_poetry, read_tarball
+from deepspeech2_synthetic.poetry import PoetryTextConfig, documents, near_held_out, prepare_poetry, read_tarball
 
 # Two Tang poems in Traditional characters (as quantangshi has them), a Song ci in Simplified ones.
 TANG = [{"author": "李白", "title": "靜夜思", "paragraphs": ["床前明月光，疑是地上霜。", "舉頭望明月，低頭思故鄉。"]},

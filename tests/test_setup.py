@@ -39,7 +39,7 @@ def test_the_wheel_installs_and_runs_without_make(tmp_path):
     src.mkdir()
     for name in ("setup.cfg", "pyproject.toml", "README.md"):  # README.md is the long description
         shutil.copy2(REPO / name, src / name)
-    for folder in ("deepspeech2", "bin", "export", "serving"):
+    for folder in ("deepspeech2", "bin", "export", "serving", "synthetic"):
         shutil.copytree(REPO / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     dist = tmp_path / "dist"
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
@@ -63,7 +63,8 @@ def test_the_wheel_installs_and_runs_without_make(tmp_path):
                          cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("Transcribe audio files") and "--model_dir" in out.stdout
-    where = subprocess.run([python, "-c", "import deepspeech2, deepspeech2_serving, os; print(deepspeech2.__file__); "
+    where = subprocess.run([python, "-c", "import deepspeech2, deepspeech2_serving, deepspeech2_synthetic.tiny, os; "
+                            "print(deepspeech2.__file__); "
                             "print(os.path.isfile(os.path.join(os.path.dirname(deepspeech2_serving.__file__), "
                             "'web', 'index.html')))"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert where.returncode == 0, where.stderr[-2000:]

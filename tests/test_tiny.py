@@ -13,10 +13,11 @@ import pytest
 import soundfile as sf
 
 from deepspeech2.data.manifest import read_manifest
-from deepspeech2.prepare import neural, sentences, synthesis, voicebanks, voices
-from deepspeech2.prepare.sentences import exclude_held_out, load_sentences, zh_sentences
-from deepspeech2.prepare.tiny import TinyCorpusConfig, mix_sentences, prepare_tiny
 from deepspeech2.text import is_cjk, normalize_english
+from deepspeech2_synthetic import neural, sentences, synthesis, voicebanks, voices
+from deepspeech2_synthetic.sentences import exclude_held_out, load_sentences, zh_sentences
+from deepspeech2_synthetic.sources import Flite, Kokoro, NeuralVoices, VoiceBanks
+from deepspeech2_synthetic.tiny import TinyCorpusConfig, mix_sentences, prepare_tiny
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("espeak-ng") and shutil.which("flite") and Path(sentences.FORTUNES_DIR, "fortunes").exists()
@@ -25,6 +26,8 @@ pytestmark = pytest.mark.skipif(
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = dict(hours=0.01, dev_minutes=0.2, test_minutes=0.2, seed=3, progress=False)  # 36 s + 12 s + 12 s
+# The engines the measuring tests speak with, each loaded on its first utterance.
+ENGINES = synthesis.Synthesizers("espeak-ng", shutil.which("flite"), (neural.HibariEngine(), neural.PiperEngine()))
 
 
 def _config(out, **kw):
@@ -151,10 +154,10 @@ def test_interrupted_run_resumes(corpus, tmp_path):
 def test_failed_utterances_are_skipped_and_reported(tmp_path, monkeypatch):
     synthesize = synthesis.synthesize
 
-    def flaky(job, espeak, flite):
+    def flaky(job, engines):
         if job.split == "train" and job.index % 4 == 1:
             raise RuntimeError("synthesizer crashed")
-        return synthesize(job, espeak, flite)
+        return synthesize(job, engines)
 
     monkeypatch.setattr(synthesis, "synthesize", flaky)
     result = prepare_tiny(_config(tmp_path / "flaky", hours=0.005, dev_minutes=0.05, test_minutes=0.05))
@@ -168,7 +171,7 @@ def test_failed_utterances_are_skipped_and_reported(tmp_path, monkeypatch):
 
 
 def test_a_broken_synthesizer_stops_the_run(tmp_path, monkeypatch):
-    def broken(job, espeak, flite):
+    def broken(job, engines):
         raise RuntimeError("no voice data")
 
     monkeypatch.setattr(synthesis, "synthesize", broken)
@@ -299,13 +302,14 @@ def test_many_training_speakers_reuse_variants_with_other_accents():
     held_out = {s.variant for split in ("dev", "test") for s in speakers[split] if s.variant}
     assert not variants & held_out  # dev and test voices stay unseen
     assert len({s.word_gap for s in train}) > 1
-    shared = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300, flite_share=0.1))["train"]
+    shared = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300,
+                                                   voices=(Flite(share=0.1),)))["train"]
     flite = [s for s in shared if s.engine == "flite"]
     assert len(shared) == 300 and len(flite) == 30 and {s.voice for s in flite} == {"kal16", "awb", "rms"}
     assert max(s.pitch for s in flite) > 1.25  # up into the female range
     assert {s.formant for s in shared} == {1.0}  # formants only when asked
-    raised = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300, flite_share=0.1,
-                                                 flite_formants=True))["train"]
+    raised = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300,
+                                                                  voices=(Flite(share=0.1, formants=True),)))["train"]
     assert [s.id for s in raised] == [s.id for s in shared]
     assert [dataclasses.replace(s, formant=1.0) for s in raised] == shared  # nothing else moves
     firsts = {s.formant for s in raised if s.id in ("flite-kal16", "flite-awb", "flite-rms")}
@@ -339,8 +343,9 @@ def test_mandarin_leaves_out_variants_that_invert_the_tones():
 
 
 def test_flite_female_gives_extra_flite_speakers_a_womans_formants_and_pitch_together():
-    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, flite_share=0.2))
-    female = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, flite_share=0.2, flite_female=0.5))
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400, voices=(Flite(share=0.2),)))
+    female = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=400,
+                                                         voices=(Flite(share=0.2, female=0.5),)))
     assert female["dev"] == base["dev"] and female["test"] == base["test"]
     moved = [(b, f) for b, f in zip(base["train"], female["train"]) if b != f]
     assert all(b.id == f.id for b, f in zip(base["train"], female["train"]))
@@ -350,14 +355,14 @@ def test_flite_female_gives_extra_flite_speakers_a_womans_formants_and_pitch_tog
         assert (b.gender, f.gender) == ("M", "F")
         assert 1.12 <= f.formant <= 1.25 and 1.5 <= f.pitch <= 2.1  # both raised, not one or the other
         assert dataclasses.replace(f, gender="M", formant=1.0, pitch=b.pitch) == b  # nothing else moves
-    with pytest.raises(ValueError, match="`flite_female` must be in"):
-        TinyCorpusConfig(out_dir="x", flite_female=1.5)
+    with pytest.raises(ValueError, match=r"`Flite.female` must be in \[0, 1\]"):
+        Flite(female=1.5)
 
 
 def test_dev_and_test_voices_do_not_depend_on_the_training_size():
     # A corpus of more hours, speakers or flite voices is compared on the same dev and test voices.
     base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=300))
-    for kw in ({"train_speakers": 600}, {"train_speakers": 300, "flite_share": 0.4}, {"train_speakers": 40}):
+    for kw in ({"train_speakers": 600}, {"train_speakers": 300, "voices": (Flite(share=0.4),)}, {"train_speakers": 40}):
         other = voices.make_speakers(TinyCorpusConfig(out_dir="x", **kw))
         assert other["dev"] == base["dev"] and other["test"] == base["test"], kw
         assert len(other["train"]) == kw["train_speakers"]
@@ -372,7 +377,7 @@ def _duration_f0_centroid(sp: voices.Speaker) -> tuple[float, float, float]:
     freqs = np.geomspace(fc.pitch_fmax, fc.pitch_fmin, fc.pitch_bins)
     job = synthesis.Job("train", 0, "the quick brown fox jumps over the lazy dog", sp, rate=1.0, pitch=sp.pitch,
                     amplitude=60, peak_dbfs=-3.0, lead=0.0, trail=0.0)
-    wav, sr = synthesis.synthesize(job, "espeak-ng", shutil.which("flite"))
+    wav, sr = synthesis.synthesize(job, ENGINES)
     wav = synthesis.trim_level_pad(wav, sr, -3.0, 0.0, 0.0)
     feats = compute_features(wav, len(wav), fc)[0].numpy()
     gram = feats[:, fc.spectral_dim:]
@@ -429,7 +434,7 @@ def test_job_parameters_depend_only_on_seed_and_index():
 def mixed(tmp_path_factory):
     """A corpus whose 8 training voices are 4 neural, 3 flite and 1 espeak-ng, so 36 s of audio reaches each."""
     out = tmp_path_factory.mktemp("tiny") / "mixed"
-    return out, prepare_tiny(_config(out, train_speakers=8, neural_share=0.5))
+    return out, prepare_tiny(_config(out, train_speakers=8, voices=(Flite(), NeuralVoices(share=0.5))))
 
 
 def test_neural_voices_are_their_share_of_training_and_in_no_other_split(mixed):
@@ -461,14 +466,14 @@ def test_neural_voices_are_their_share_of_training_and_in_no_other_split(mixed):
 
 def test_neural_corpus_is_identical_for_the_same_seed(mixed, tmp_path):
     out, _ = mixed
-    prepare_tiny(_config(tmp_path / "b", train_speakers=8, neural_share=0.5, num_workers=1))
+    prepare_tiny(_config(tmp_path / "b", train_speakers=8, voices=(Flite(), NeuralVoices(share=0.5)), num_workers=1))
     assert _tree(out) == _tree(tmp_path / "b")
 
 
 def test_neural_share_of_a_large_corpus_and_its_spreads():
-    speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, flite_share=0.2,
-                                                   neural_share=0.3))
-    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, flite_share=0.2))
+    speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000,
+                                                   voices=(Flite(share=0.2), NeuralVoices(share=0.3))))
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, voices=(Flite(share=0.2),)))
     # Dev keeps its espeak-ng speakers and gains two of each neural voice; test is unchanged.
     assert speakers["dev"][:len(base["dev"])] == base["dev"] and speakers["test"] == base["test"]
     assert [sp.id for sp in speakers["dev"][len(base["dev"]):]] == ["hibari-heart-dev1", "piper-joe-dev1",
@@ -483,17 +488,17 @@ def test_neural_share_of_a_large_corpus_and_its_spreads():
     assert np.std([sp.intonation for sp in hibari]) > 0.2 and np.std([sp.breath for sp in hibari]) > 2
     piper = [sp for sp in speakers["train"] if sp.engine == "piper"]
     assert min(sp.formant for sp in piper) < 0.95 and max(sp.formant for sp in piper) > 1.25
-    with pytest.raises(ValueError, match="`neural_share` must be in"):
-        TinyCorpusConfig(out_dir="x", flite_share=0.5, neural_share=0.5)
+    with pytest.raises(ValueError, match="`NeuralVoices.share` .* must leave room for espeak-ng voices"):
+        TinyCorpusConfig(out_dir="x", voices=(Flite(share=0.5), NeuralVoices(share=0.5)))
     with pytest.raises(ValueError, match="is for English"):
-        TinyCorpusConfig(out_dir="x", language="zh", neural_share=0.2)
+        TinyCorpusConfig(out_dir="x", language="zh", voices=(NeuralVoices(share=0.2),))
 
 
 def test_kokoro_speakers_are_their_share_of_training_alone_and_mix_one_gender():
-    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, neural_share=0.25,
-                                                 voicebank_share=0.25))
-    speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, neural_share=0.25,
-                                                     voicebank_share=0.25, kokoro_share=0.1))
+    others = (Flite(), NeuralVoices(share=0.25), VoiceBanks(share=0.25))
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000, voices=others))
+    speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1000,
+                                                     voices=(*others, Kokoro(share=0.1))))
     count = collections.Counter(sp.engine for sp in speakers["train"])
     assert count["kokoro"] == 100 and sum(count.values()) == 1000
     assert count["espeak-ng"] == collections.Counter(sp.engine for sp in base["train"])["espeak-ng"] - 100
@@ -510,19 +515,21 @@ def test_kokoro_speakers_are_their_share_of_training_alone_and_mix_one_gender():
     # A speaker's job key (its WAV's name) changes with the mix.
     job = synthesis.make_job("train", 0, "a b c", kokoro[0], seed=0)
     assert job.key() != synthesis.make_job("train", 0, "a b c", dataclasses.replace(kokoro[0], blend=0.5), 0).key()
-    for bad in (-0.1, 1.0, 0.5, True):  # 0.5 with the other shares leaves no espeak-ng voice
-        with pytest.raises(ValueError, match="`kokoro_share` must be in"):
-            TinyCorpusConfig(out_dir="x", neural_share=0.25, voicebank_share=0.25, kokoro_share=bad)
+    for bad in (-0.1, 1.0, True):
+        with pytest.raises(ValueError, match="`Kokoro.share` must be in"):
+            Kokoro(share=bad)
+    with pytest.raises(ValueError, match="`Kokoro.share` .* must leave room"):  # beside the others: no espeak-ng voice
+        TinyCorpusConfig(out_dir="x", voices=(*others, Kokoro(share=0.5)))
     with pytest.raises(ValueError, match="is for English"):
-        TinyCorpusConfig(out_dir="x", language="zh", kokoro_share=0.1)
+        TinyCorpusConfig(out_dir="x", language="zh", voices=(Kokoro(share=0.1),))
 
 
 def test_kokoro_corpus_speaks_in_training_only(tmp_path):
     """Two of six training voices Kokoro's: they read their sentences in training, at 16 kHz; dev and test have none
     of them; speakers.json names the packages, the npm tarball's included."""
     out = tmp_path / "k"
-    manifests = prepare_tiny(_config(out, train_speakers=6, kokoro_share=0.34,
-                                     cache_dir=str(REPO / "data" / "downloads")))
+    kokoro = Kokoro(share=0.34, cache_dir=str(REPO / "data" / "downloads"))
+    manifests = prepare_tiny(_config(out, train_speakers=6, voices=(Flite(), kokoro)))
     info = json.loads((out / "speakers.json").read_text())
     assert collections.Counter(sp["engine"] for sp in info["splits"]["train"]) == {"flite": 3, "kokoro": 2,
                                                                                   "espeak-ng": 1}
@@ -538,9 +545,10 @@ def test_kokoro_corpus_speaks_in_training_only(tmp_path):
 
 
 def test_piper_variation_is_set_on_the_piper_speakers_only():
-    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=200, neural_share=0.3))
-    varied = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=200, neural_share=0.3,
-                                                   piper_variation=0.8))
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=200,
+                                                 voices=(Flite(), NeuralVoices(share=0.3))))
+    varied = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=200,
+                                                   voices=(Flite(), NeuralVoices(share=0.3, piper_variation=0.8))))
     assert [sp.variation for sp in varied["train"] if sp.engine == "piper"] == [0.8] * 30
     assert [sp.variation for sp in varied["dev"] if sp.engine == "piper"] == [0.8] * 2  # dev's Piper speakers too
     for split in ("train", "dev"):
@@ -548,14 +556,14 @@ def test_piper_variation_is_set_on_the_piper_speakers_only():
     assert varied["test"] == base["test"]
     job = synthesis.make_job("train", 0, "a b c", next(sp for sp in base["train"] if sp.engine == "piper"), seed=0)
     assert job.key() != dataclasses.replace(job, speaker=dataclasses.replace(job.speaker, variation=0.8)).key()
-    with pytest.raises(ValueError, match="`piper_variation` must be in"):
-        TinyCorpusConfig(out_dir="x", piper_variation=-1)
+    with pytest.raises(ValueError, match="`NeuralVoices.piper_variation` must be in"):
+        NeuralVoices(piper_variation=-1)
 
 
 @pytest.mark.skipif(bool(voicebanks.missing()), reason=f"needs {voicebanks.missing()}: {voicebanks.APT_HINT}")
 def test_voice_banks_are_their_share_of_training_in_no_other_split_and_identical_per_seed(tmp_path):
     """16 training voices: 11 voice banks (each of the eleven once), 3 flite, 2 espeak-ng."""
-    config = dict(train_speakers=16, voicebank_share=0.7, hours=90 / 3600)
+    config = dict(train_speakers=16, voices=(Flite(), VoiceBanks(share=0.7)), hours=90 / 3600)
     manifests = prepare_tiny(_config(tmp_path / "a", **config))
     info = json.loads((tmp_path / "a" / "speakers.json").read_text())
     engines = {s: collections.Counter(sp["engine"] for sp in info["splits"][s]) for s in voices.SPLITS}
@@ -582,9 +590,9 @@ def test_voice_banks_are_their_share_of_training_in_no_other_split_and_identical
 
 
 def test_voice_bank_share_of_a_large_corpus_and_its_spreads():
-    speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, flite_share=0.1,
-                                                   neural_share=0.2, voicebank_share=0.2))
-    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, flite_share=0.1))
+    speakers = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, voices=(
+        Flite(share=0.1), NeuralVoices(share=0.2), VoiceBanks(share=0.2))))
+    base = voices.make_speakers(TinyCorpusConfig(out_dir="x", train_speakers=1100, voices=(Flite(share=0.1),)))
     assert speakers["dev"][:len(base["dev"])] == base["dev"] and speakers["test"] == base["test"]
     assert len(speakers["dev"]) == len(base["dev"]) + 4 + len(voicebanks.VOICES)
     count = collections.Counter(sp.engine for sp in speakers["train"])
@@ -598,10 +606,14 @@ def test_voice_bank_share_of_a_large_corpus_and_its_spreads():
     assert all(sp.pitch <= 0.7 and sp.formant <= 0.92 for sp in crossed if sp.gender == "M")
     kept = [sp for sp in banks if sp not in crossed]
     assert all(0.92 <= sp.formant <= 1.08 for sp in kept) and np.std([sp.rate for sp in banks]) > 0.05
-    with pytest.raises(ValueError, match="`voicebank_share` must be in"):
-        TinyCorpusConfig(out_dir="x", flite_share=0.3, neural_share=0.3, voicebank_share=0.4)
-    with pytest.raises(ValueError, match="`voicebank_share` .* is for English"):
-        TinyCorpusConfig(out_dir="x", language="zh", voicebank_share=0.2)
+    with pytest.raises(ValueError, match=r"`VoiceBanks.share` \(0.4\) must leave room .* \(0.6 together\)"):
+        TinyCorpusConfig(out_dir="x", voices=(Flite(share=0.3), NeuralVoices(share=0.3), VoiceBanks(share=0.4)))
+    with pytest.raises(ValueError, match="`VoiceBanks.share` .* is for English"):
+        TinyCorpusConfig(out_dir="x", language="zh", voices=(VoiceBanks(share=0.2),))
+    with pytest.raises(ValueError, match="more than one VoiceBanks"):
+        TinyCorpusConfig(out_dir="x", voices=(VoiceBanks(share=0.1), VoiceBanks(share=0.2)))
+    with pytest.raises(ValueError, match="`voices` holds 'espeak'"):
+        TinyCorpusConfig(out_dir="x", voices=("espeak",))
 
 
 def test_mix_sentences_keeps_the_share_in_every_prefix_until_one_runs_out():

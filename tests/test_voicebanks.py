@@ -1,4 +1,4 @@
-"""The voice banks (deepspeech2/prepare/voicebanks.py): each English voice speaks one sentence offline at 16-24 kHz,
+"""The voice banks (synthetic/voicebanks.py): each English voice speaks one sentence offline at 16-24 kHz,
 at a plausible length and level; rate, pitch and the vocal-tract factor do what they say, measured on the output;
 RHVoice through its library speaks exactly as RHVoice-test, a process per utterance, did."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from deepspeech2.audio import audio_info, load_audio, shifted_rate
-from deepspeech2.prepare import voicebanks
+from deepspeech2_synthetic import voicebanks
 
 SENTENCE = "the quick brown fox jumps over the lazy dog"
 RHVOICE_VOICES = [v for e, v, _ in voicebanks.VOICES if e == "rhvoice"]
@@ -40,7 +40,7 @@ def test_every_voice_speaks_offline_at_a_usable_level(tmp_path):
     if shutil.which("unshare") is None:
         pytest.skip("needs util-linux's unshare for a network-free namespace")
     script = ("import json, sys, numpy as np\n"
-              "from deepspeech2.prepare import voicebanks as vb\n"
+              "from deepspeech2_synthetic import voicebanks as vb\n"
               "out = {}\n"
               "for engine, voice, _ in vb.VOICES:\n"
               f"    wav, sr = vb.synthesize(engine, voice, {SENTENCE!r})\n"

@@ -8,7 +8,7 @@
 #   tools/apt-deps.sh people  # libspandsp2, the G.722 decoder for Asterisk's prompts: make demo-people (examples/people)
 #   tools/apt-deps.sh lmtext  # WordNet, FOLDOC, more fortunes and English manuals: ds2-prepare english's LM text
 #   tools/apt-deps.sh voices  # MBROLA, RHVoice and SVOX Pico's English voices (Debian contrib/non-free), for
-#                             # ds2-prepare tiny --voicebank_share (deepspeech2/prepare/voicebanks.py)
+#                             # ds2-prepare tiny --voicebank_share (synthetic/voicebanks.py)
 # As root it installs what is missing; otherwise it prints the exact apt-get line and exits 1.
 # DS2_APT_EXTRA="pkg ..." adds packages to require (e.g. sph2pipe for compressed WSJ audio).
 set -euo pipefail

@@ -6,7 +6,8 @@
 A module may import its own stage and the stages above it in `STAGES`, never one below: data never reaches the
 Keras model, the online input pipeline (data) never imports the offline preparation (prepare), decode needs no model
 code (so the server can use it), export never imports serving, and only the CLIs (bin/) import absl. On top of the
-order, `NEVER` keeps the decoders and the servers off the model package altogether, also through what they import.
+order, `NEVER` keeps the decoders and the servers off the model package altogether, and the library, export and
+serving off the synthetic corpus' wing (synthetic/), also through what they import.
 Importing a bin/ module defines its flags and does nothing else (`side_effects`). Each stage reads in one sitting:
 no module over `MAX_MODULE_LINES` lines, no function over `MAX_FUNCTION_LINES` outside `SIZE_EXCEPTIONS` (`sizes`).
 tests/test_architecture.py runs `violations`, `side_effects` and `sizes` on the repository.
@@ -23,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 # Folder -> import name (setup.cfg's package_dir).
 FOLDERS = {"deepspeech2": "deepspeech2", "bin": "deepspeech2_cli", "export": "deepspeech2_export",
-           "serving": "deepspeech2_serving"}
+           "serving": "deepspeech2_serving", "synthetic": "deepspeech2_synthetic"}
 # (stage, what it owns: module prefixes), in the order of the flow; the longest matching prefix decides. A prefix
 # ending in "." owns the modules under it but not the package itself: "deepspeech2." is the library's catch-all, and
 # the package's `__init__` (`deepspeech2`, the names a user imports) sits above the library it names.
@@ -40,6 +41,7 @@ STAGES = (
     ("inference", ("deepspeech2.bundle", "deepspeech2.streaming", "deepspeech2.inference")),
     ("train", ("deepspeech2.train", "deepspeech2.evaluate")),
     ("api", ("deepspeech2",)),
+    ("synthetic", ("deepspeech2_synthetic",)),
     ("export", ("deepspeech2_export",)),
     ("serving", ("deepspeech2_serving",)),
     ("cli", ("deepspeech2_cli",)),
@@ -47,8 +49,11 @@ STAGES = (
 CLI_ONLY = ("absl",)  # top-level packages only bin/ may import
 # (importer, imported): module prefixes the importer never reaches, directly or through the modules it imports at any
 # depth, though the flow allows it. The decoders take log-probabilities and ds2-serve and ds2-demo serve SavedModels:
-# none of them needs the Keras model code.
-NEVER = (("deepspeech2.decode", "deepspeech2.model"), ("deepspeech2_serving", "deepspeech2.model"))
+# none of them needs the Keras model code. The synthetic corpus (its voices, engines and LM text) is a wing above the
+# library for the demo and the tests: the library, the exporter and the servers work without it installed.
+NEVER = (("deepspeech2.decode", "deepspeech2.model"), ("deepspeech2_serving", "deepspeech2.model"),
+         ("deepspeech2", "deepspeech2_synthetic"), ("deepspeech2_export", "deepspeech2_synthetic"),
+         ("deepspeech2_serving", "deepspeech2_synthetic"))
 # A module or a function longer than these doesn't read in one sitting: split it by meaning, into named steps.
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 80  # from its `def` line to its last, as `ast` counts them

@@ -1,4 +1,4 @@
-"""The probe behind examples/tiny/RESULTS.md's E53-E55 (run before Kokoro was an engine in deepspeech2/prepare/neural.py):
+"""The probe behind examples/tiny/RESULTS.md's E53-E55 (run before Kokoro was an engine in synthetic/neural.py):
 a tiny corpus' training split with some of its utterances read again by Kokoro-82M speakers, each a mix of two of
 kokoro-js's English voices of one gender at a rate of its own; every other utterance is the source corpus' own file.
 
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from deepspeech2.audio import save_wav
-from deepspeech2.prepare import neural
-from deepspeech2.prepare.synthesis import trim_level_pad
+from deepspeech2_synthetic import neural
+from deepspeech2_synthetic.synthesis import trim_level_pad
 
 SRC = Path(os.environ.get("SRC", "data/x49/tiny")).resolve()
 TARBALL = Path("data/downloads") / neural.KOKORO_JS.filename

@@ -33,7 +33,7 @@ def main(argv=None) -> int:
 
     from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
     from deepspeech2.evaluate import EvalConfig, evaluate
-    from deepspeech2.prepare import sentences, synthesis, voices
+    from deepspeech2_synthetic import sentences, synthesis, voices
 
     flite = shutil.which("flite")
     if flite is None:
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         rows = []
         for i, u in enumerate(utts):
             job = synthesis.make_job("dev", i, u.text, sp, seed=7)
-            duration, _ = synthesis.render(job, out, "espeak-ng", flite)
+            duration, _ = synthesis.render(job, out, synthesis.Synthesizers("espeak-ng", flite))
             rows.append(Utterance(audio_filepath=str(job.path(out).resolve()), duration=round(duration, 4),
                                   text=u.text, speaker=name))
         manifests.append(str(out / f"{name}.jsonl"))

@@ -38,7 +38,7 @@ from deepspeech2.decode import Decoder, DecoderConfig  # noqa: E402
 from deepspeech2.metrics import cer  # noqa: E402
 from deepspeech2.vocab import Vocabulary  # noqa: E402
 
-VOICE = "cmn-latn-pinyin"  # the voice `ds2-prepare tiny --language zh` reads with (deepspeech2.prepare.voices)
+VOICE = "cmn-latn-pinyin"  # the voice `ds2-prepare tiny --language zh` reads with (deepspeech2_synthetic.voices)
 SPIKE = 0.999  # probability mass of a character's CTC spike (the rest is the blank)
 
 

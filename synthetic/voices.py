@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from deepspeech2.prepare import neural, voicebanks
+from deepspeech2_synthetic import neural, voicebanks
+from deepspeech2_synthetic.sources import Flite, Kokoro, NeuralVoices, VoiceBanks
 
 if TYPE_CHECKING:
-    from deepspeech2.prepare.tiny import TinyCorpusConfig
+    from deepspeech2_synthetic.tiny import TinyCorpusConfig
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ FLITE_EXTRA_FORMANT = (1.0, 1.25)
 # (formants alone, with the pitch drawn apart, leave most shifted speakers neither man nor woman).
 FLITE_FEMALE_FORMANT = (1.12, 1.25)
 FLITE_FEMALE_PITCH = (1.5, 2.1)  # x the voice's F0 (kal16 105 Hz, awb 110 Hz): 160-230 Hz
-# Neural voices (deepspeech2/prepare/neural.py): (engine, voice, gender). Each is spread into many speakers; hibari's
+# Neural voices (neural.py): (engine, voice, gender). Each is spread into many speakers; hibari's
 # woman also becomes men (F0 about halved, formants 8-20% lower).
 NEURAL_VOICES = (("hibari", neural.HIBARI_VOICE, "F"), ("piper", "joe", "M"))
 # Dev's speakers of the neural voices and the voice banks training uses (when it uses them): two of each neural voice
@@ -85,7 +86,7 @@ HIBARI_MALE_PITCH = (0.5, 0.7)  # x heart's F0 (about 185 Hz): 90-130 Hz
 HIBARI_MALE_FORMANT = (0.8, 0.92)
 HIBARI_FEMALE_PITCH = (0.85, 1.25)  # 155-230 Hz
 HIBARI_FEMALE_FORMANT = (0.95, 1.1)
-# Voice banks (deepspeech2/prepare/voicebanks.py): a speaker keeps the person's gender, with a pitch and vocal tract
+# Voice banks (voicebanks.py): a speaker keeps the person's gender, with a pitch and vocal tract
 # around theirs, or (VOICEBANK_CROSS of them) takes the other's: a man's F0 and formants raised, a woman's lowered.
 VOICEBANK_FORMANT = (0.92, 1.08)
 VOICEBANK_CROSS = 0.3
@@ -117,7 +118,7 @@ class Speaker:
     # envelopes warped; Piper and the voice banks: as flite)
     intonation: float = 1.0  # hibari: factor on the F0 curve's excursions around its mean
     breath: float = 0.0  # hibari: gain of the noise part, in dB
-    variation: float = 0.0  # Piper: its generator's noise times this (`TinyCorpusConfig.piper_variation`)
+    variation: float = 0.0  # Piper: its generator's noise times this (`NeuralVoices.piper_variation`)
     blend: float = 1.0  # Kokoro: the first of its two voices' weight in the mix (`voice`: "af_bella+af_sarah")
 
 
@@ -188,11 +189,44 @@ def _split_variants(female: Sequence[str], male: Sequence[str], sizes: dict[str,
     return out
 
 
+def _source_voices(config: TinyCorpusConfig) -> tuple[dict[str, tuple], dict[str, tuple], dict[str, tuple], int]:
+    """The voice sources' voices in each split: flite's (name, gender, F0), the neural voices' and the voice banks'
+    (engine, voice, gender), each repeated to its share of the training speakers, and the number of Kokoro's."""
+    en = config.language == "en"
+    flite = {s: FLITE_VOICES[s] if en and config.source(Flite) else () for s in SPLITS}
+    if flite["train"]:
+        wanted = max(len(flite["train"]), round(config.share(Flite) * config.train_speakers))
+        flite["train"] = tuple(flite["train"][j % len(flite["train"])] for j in range(wanted))
+    wanted = round(config.share(NeuralVoices) * config.train_speakers) if en else 0
+    neural_voices = {"train": tuple(NEURAL_VOICES[j % len(NEURAL_VOICES)] for j in range(wanted)),
+                     "dev": DEV_NEURAL_VOICES if wanted else (), "test": ()}
+    wanted = round(config.share(VoiceBanks) * config.train_speakers) if en else 0
+    banks = {"train": tuple(voicebanks.VOICES[j % len(voicebanks.VOICES)] for j in range(wanted)),
+             "dev": DEV_VOICEBANKS if wanted else (), "test": ()}
+    kokoro = round(config.share(Kokoro) * config.train_speakers) if en else 0
+    return flite, neural_voices, banks, kokoro
+
+
+def _accents(voices: set[str], en: bool, rng: np.random.Generator) -> dict[str, list[str]]:
+    """The espeak-ng voices each split's variants speak with in turn: English accents in a seeded order (test's
+    own Caribbean one first), or the Mandarin voice."""
+    if en:
+        train_accents = [a for a in EN_TRAIN_ACCENTS if a in voices] or ["en-us"]
+        rest = [train_accents[i] for i in rng.permutation(len(train_accents))]
+        return {"train": rest, "dev": rest,
+                "test": ([EN_TEST_ONLY_ACCENT] if EN_TEST_ONLY_ACCENT in voices else []) + rest}
+    zh_voice = next((v for v in ZH_VOICES if v in voices), ZH_VOICES[0])
+    if zh_voice != ZH_VOICES[0]:
+        log.warning("espeak-ng has no `%s` voice; using `%s`, which some versions read as English pinyin",
+                    ZH_VOICES[0], zh_voice)
+    return {s: [zh_voice] for s in SPLITS}
+
+
 def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[str, list[Speaker]]:
     """The speakers of each split, disjoint across splits (no variant is shared either).
 
-    en: espeak-ng accent x variant pairs (each variant used once; `en-029` only in test) plus the flite
-    voices; zh: the espeak-ng Mandarin voice with a different variant per speaker, less the variants whose
+    en: espeak-ng accent x variant pairs (each variant used once; `en-029` only in test) plus the voice sources'
+    (config.voices); zh: the espeak-ng Mandarin voice with a different variant per speaker, less the variants whose
     inverted pitch range reverses the tones (`variant_pitch_range`).
 
     Raises:
@@ -204,80 +238,78 @@ def make_speakers(config: TinyCorpusConfig, espeak: str = "espeak-ng") -> dict[s
     en = config.language == "en"
     female, male = _available_variants(espeak, tonal=not en)
     voices = _espeak_voices(espeak)
-    flite = {s: FLITE_VOICES[s] if en and config.use_flite else () for s in SPLITS}
-    if flite["train"]:
-        wanted = max(len(flite["train"]), round(config.flite_share * config.train_speakers))
-        flite["train"] = tuple(flite["train"][j % len(flite["train"])] for j in range(wanted))
-    wanted = round(config.neural_share * config.train_speakers) if en else 0
-    neural_voices = {"train": tuple(NEURAL_VOICES[j % len(NEURAL_VOICES)] for j in range(wanted)),
-                     "dev": DEV_NEURAL_VOICES if wanted else (), "test": ()}
-    wanted = round(config.voicebank_share * config.train_speakers) if en else 0
-    banks = {"train": tuple(voicebanks.VOICES[j % len(voicebanks.VOICES)] for j in range(wanted)),
-             "dev": DEV_VOICEBANKS if wanted else (), "test": ()}
-    kokoro = round(config.kokoro_share * config.train_speakers) if en else 0
+    flite, neural_voices, banks, kokoro = _source_voices(config)
     # `dev_speakers` counts dev's espeak-ng speakers: its neural and voice-bank speakers read the same sentences again
     sizes = {s: getattr(config, f"{s}_speakers") - len(flite[s])
              - (len(neural_voices[s]) + len(banks[s]) + kokoro if s == "train" else 0) for s in SPLITS}
     variants = _split_variants(female, male, sizes, rng)
-    if en:
-        train_accents = [a for a in EN_TRAIN_ACCENTS if a in voices] or ["en-us"]
-        rest = [train_accents[i] for i in rng.permutation(len(train_accents))]
-        accents = {"train": rest, "dev": rest,
-                   "test": ([EN_TEST_ONLY_ACCENT] if EN_TEST_ONLY_ACCENT in voices else []) + rest}
-    else:
-        zh_voice = next((v for v in ZH_VOICES if v in voices), ZH_VOICES[0])
-        if zh_voice != ZH_VOICES[0]:
-            log.warning("espeak-ng has no `%s` voice; using `%s`, which some versions read as English pinyin",
-                        ZH_VOICES[0], zh_voice)
-        accents = {s: [zh_voice] for s in SPLITS}
+    accents = _accents(voices, en, rng)
+    flite_source = config.source(Flite) or Flite()
+    neural_source = config.source(NeuralVoices) or NeuralVoices()
     out = {}
     for k, split in enumerate(SPLITS):
         # Each split draws its speakers' rates, pitches and word gaps from its own stream, so that dev and
-        # test stay the same voices whatever the size of training (`train_speakers`, `flite_share`).
+        # test stay the same voices whatever the size of training (`train_speakers`, the sources' shares).
         rng = np.random.default_rng([config.seed, 1, k])
-        # Each variant once, with the split's accents in turn; training can ask for more speakers than it
-        # has variants: then further (accent, variant) pairs, every variant with every accent before any
-        # pair repeats (a repeated pair gets a numbered id and its own rate, pitch and word gap).
-        pool = [(accents[split][j % len(accents[split])], variant, gender)
-                for j, (variant, gender) in enumerate(variants[split])]
-        if split == "train" and sizes[split] > len(pool):
-            pairs = [(a, v, g) for a in accents[split] for v, g in variants[split]]
-            pairs = [pairs[i] for i in rng.permutation(len(pairs))]
-            pool += [p for p in pairs if p not in pool]
-            pool += [pool[j % len(pool)] for j in range(sizes[split] - len(pool))]
-        elif sizes[split] > len(pool):
-            raise ValueError(f"`{split}_speakers` is too large: only {len(pool)} espeak-ng variants are left "
-                             f"for {split} (dev and test never share a variant with training)")
-        speakers, seen = [], collections.Counter()
-        for voice, variant, gender in pool[:sizes[split]]:
-            rate, pitch = float(rng.uniform(*SPEAKER_RATE)), float(rng.uniform(*SPEAKER_PITCH))
-            gap = int(rng.integers(SPEAKER_WORD_GAP[0], SPEAKER_WORD_GAP[1] + 1))
-            name = f"espeak-{voice}-{variant}".lower()
-            seen[name] += 1
-            speakers.append(Speaker(id=name if seen[name] == 1 else f"{name}-{seen[name]}", engine="espeak-ng",
-                                    voice=voice, variant=variant, gender=gender, rate=round(rate, 3),
-                                    pitch=round(pitch, 3), word_gap=gap))
-        for name, gender, f0 in flite[split]:
-            seen[name] += 1
-            rate = float(rng.uniform(*SPEAKER_RATE))
-            pitch = float(rng.uniform(*(SPEAKER_PITCH if seen[name] == 1 else FLITE_EXTRA_PITCH)))
-            extra = seen[name] > 1 and config.flite_formants
-            formant = float(formant_rng.uniform(*FLITE_EXTRA_FORMANT)) if extra else 1.0
-            if seen[name] > 1 and female_rng.random() < config.flite_female:
-                gender = "F"
-                formant = float(female_rng.uniform(*FLITE_FEMALE_FORMANT))
-                pitch = float(female_rng.uniform(*FLITE_FEMALE_PITCH))
-            speakers.append(Speaker(id=f"flite-{name}" if seen[name] == 1 else f"flite-{name}-{seen[name]}",
-                                    engine="flite", voice=name, variant=None, gender=gender, rate=round(rate, 3),
-                                    pitch=round(pitch, 3), f0=f0, formant=round(formant, 3)))
+        seen = collections.Counter()
+        speakers = _espeak_speakers(split, accents[split], variants[split], sizes[split], rng, seen)
+        speakers += _flite_speakers(flite[split], flite_source, rng, formant_rng, female_rng, seen)
         tag = "dev" if split == "dev" else ""  # ids apart from training's (hibari-heart-dev1, not hibari-heart-1)
         speakers += _neural_speakers(neural_voices[split], np.random.default_rng([config.seed, 6, k]),
-                                     config.piper_variation, tag)
+                                     neural_source.piper_variation, tag)
         speakers += _voicebank_speakers(banks[split], np.random.default_rng([config.seed, 7, k]), tag)
         if split == "train":
             speakers += _kokoro_speakers(kokoro, np.random.default_rng([config.seed, 8]))
         out[split] = speakers
     return out
+
+
+def _espeak_speakers(split: str, accents: Sequence[str], variants: Sequence[tuple[str, str]], size: int,
+                     rng: np.random.Generator, seen: collections.Counter) -> list[Speaker]:
+    """`size` espeak-ng speakers: each variant once, with the split's accents in turn; training can ask for more
+    speakers than it has variants: then further (accent, variant) pairs, every variant with every accent before
+    any pair repeats (a repeated pair gets a numbered id and its own rate, pitch and word gap)."""
+    pool = [(accents[j % len(accents)], variant, gender) for j, (variant, gender) in enumerate(variants)]
+    if split == "train" and size > len(pool):
+        pairs = [(a, v, g) for a in accents for v, g in variants]
+        pairs = [pairs[i] for i in rng.permutation(len(pairs))]
+        pool += [p for p in pairs if p not in pool]
+        pool += [pool[j % len(pool)] for j in range(size - len(pool))]
+    elif size > len(pool):
+        raise ValueError(f"`{split}_speakers` is too large: only {len(pool)} espeak-ng variants are left "
+                         f"for {split} (dev and test never share a variant with training)")
+    speakers = []
+    for voice, variant, gender in pool[:size]:
+        rate, pitch = float(rng.uniform(*SPEAKER_RATE)), float(rng.uniform(*SPEAKER_PITCH))
+        gap = int(rng.integers(SPEAKER_WORD_GAP[0], SPEAKER_WORD_GAP[1] + 1))
+        name = f"espeak-{voice}-{variant}".lower()
+        seen[name] += 1
+        speakers.append(Speaker(id=name if seen[name] == 1 else f"{name}-{seen[name]}", engine="espeak-ng",
+                                voice=voice, variant=variant, gender=gender, rate=round(rate, 3),
+                                pitch=round(pitch, 3), word_gap=gap))
+    return speakers
+
+
+def _flite_speakers(voices: Sequence[tuple[str, str, float]], source: Flite, rng: np.random.Generator,
+                    formant_rng: np.random.Generator, female_rng: np.random.Generator,
+                    seen: collections.Counter) -> list[Speaker]:
+    """One speaker per (voice, gender, F0) entry; a voice's first keeps its own pitch range, the extra ones get
+    FLITE_EXTRA_PITCH and, per `source`, raised formants or a woman's formants and pitch."""
+    speakers = []
+    for name, gender, f0 in voices:
+        seen[name] += 1
+        rate = float(rng.uniform(*SPEAKER_RATE))
+        pitch = float(rng.uniform(*(SPEAKER_PITCH if seen[name] == 1 else FLITE_EXTRA_PITCH)))
+        extra = seen[name] > 1 and source.formants
+        formant = float(formant_rng.uniform(*FLITE_EXTRA_FORMANT)) if extra else 1.0
+        if seen[name] > 1 and female_rng.random() < source.female:
+            gender = "F"
+            formant = float(female_rng.uniform(*FLITE_FEMALE_FORMANT))
+            pitch = float(female_rng.uniform(*FLITE_FEMALE_PITCH))
+        speakers.append(Speaker(id=f"flite-{name}" if seen[name] == 1 else f"flite-{name}-{seen[name]}",
+                                engine="flite", voice=name, variant=None, gender=gender, rate=round(rate, 3),
+                                pitch=round(pitch, 3), f0=f0, formant=round(formant, 3)))
+    return speakers
 
 
 def _neural_speakers(voices: Sequence[tuple[str, str, str]], rng: np.random.Generator,

@@ -122,7 +122,7 @@ def _zh_lines(fortune: str) -> Iterator[str]:
 
 # Text of Han characters and Chinese punctuation only (the bulk of poetry) normalizes to its Han characters: the
 # fast path `_zh_plain` skips normalize_mandarin's readings there, 5x faster on the 16 M characters of
-# deepspeech2.prepare.poetry (tests/test_tiny.py checks it against normalize_mandarin).
+# deepspeech2_synthetic.poetry (tests/test_tiny.py checks it against normalize_mandarin).
 _ZH_PLAIN = re.compile(r"[\u4e00-\u9fff\s，。、！？；：“”‘’《》〈〉「」『』（）…—·]*")
 _ZH_NOT_HAN = re.compile(r"[^\u4e00-\u9fff]+")
 

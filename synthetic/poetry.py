@@ -37,8 +37,8 @@ import numpy as np
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.fileio import atomic_write, write_json
 from deepspeech2.prepare.download import Checksum, fetch
-from deepspeech2.prepare.sentences import zh_sentences
 from deepspeech2.progress import progress_bar
+from deepspeech2_synthetic.sentences import zh_sentences
 
 log = logging.getLogger(__name__)
 

