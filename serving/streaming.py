@@ -33,7 +33,8 @@ import numpy as np
 
 from deepspeech2.decode.greedy import GreedyStream
 from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE
-from deepspeech2_serving.servable import RequestError, Servable
+from deepspeech2_serving.checks import RequestError
+from deepspeech2_serving.servable import Servable
 
 MAX_STREAMS = 256  # sessions open at once
 MAX_STREAMS_PER_CLIENT = 32  # sessions open at once from one client address
