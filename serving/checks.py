@@ -138,7 +138,6 @@ class Work:
     words: bool = False  # the request asks for its words' times and confidences (`servable.WORD_OUTPUTS`)
 
 
-
 def check_request(servable, request) -> Work:
     """Check a PredictRequest against one loaded version (a `servable.Servable`: its signatures, limits, decoder and
     clock); the audio as rows for the batcher.

@@ -103,7 +103,6 @@ class DemoConfig:
         object.__setattr__(self, "allowed_origins", origins)  # compared normalized
 
 
-
 def resolve_version(model_dir: str | os.PathLike) -> Path:
     """The SavedModel version folder to serve for `model_dir`: an export's version folder as it is, or a model base
     path's newest version. The demo loads SavedModels only, never the model code that exporting takes.
@@ -122,7 +121,6 @@ def resolve_version(model_dir: str | os.PathLike) -> Path:
                                 "--model_dir, which exports a bundle into a temporary folder)")
     raise FileNotFoundError(f"`model_dir` {path} is not an export (a version folder with saved_model.pb, or a folder "
                             "of versions from ds2-export)")
-
 
 
 class DemoServer:

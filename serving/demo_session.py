@@ -142,7 +142,6 @@ class Utterance:
         return (self.session.audio_samples if self.session is not None else 0) + self.pending_samples
 
 
-
 def check_format(request: dict, sample_rate: int) -> str:
     """Why a `start` message's audio format is refused, in one line; "" when it is the one the model takes."""
     rate, encoding = request.get("sample_rate"), request.get("encoding", ENCODING)

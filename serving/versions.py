@@ -1,6 +1,6 @@
 """Which version of a model ds2-serve serves: the newest under the model base path, polled for newer ones.
 
-It serves the newest version under the model base path and polls the folder (TF Serving's
+ds2-serve serves the newest version under the model base path and polls the folder (TF Serving's
 `--file_system_poll_wait_seconds`): a newer version is loaded and warmed up (its
 assets.extra/tf_serving_warmup_requests) while the old one keeps serving, then swapped in; one that fails
 to load is logged once and the old one stays, and it is tried again on a poll once its folder's files
@@ -72,7 +72,6 @@ def base_path_warnings(base: Path) -> list[str]:
                             f"can put a version there, whose graph ds2-serve runs as uid {me} (docs/serving.md, "
                             "\"Who may write the model base path\")")
     return problems
-
 
 
 class ModelManager:
