@@ -48,9 +48,9 @@ from serve import Server, untrained_bundle  # noqa: E402
 
 from deepspeech2.audio import speech_like_clip  # noqa: E402
 from deepspeech2_export.requests import predict_request, wav_bytes  # noqa: E402
+from deepspeech2_serving.checks import MAX_HOTWORD_WORDS  # noqa: E402
 from deepspeech2_serving.client import channel, stream_request, wav_request  # noqa: E402
-from deepspeech2_serving.server import latest_version  # noqa: E402
-from deepspeech2_serving.servable import MAX_HOTWORD_WORDS  # noqa: E402
+from deepspeech2_serving.versions import latest_version  # noqa: E402
 
 RATE = 16000
 TIMEOUT = 120.0  # seconds any one request may take before the client gives up (a bound, not a measurement)

@@ -43,7 +43,7 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc  # noqa: E402
 
 from deepspeech2_serving.client import channel, wav_request  # noqa: E402
 from deepspeech2_serving.loadtest import LoadTestConfig, format_report, load_test, synthetic_utterances  # noqa: E402
-from deepspeech2_serving.server import latest_version  # noqa: E402
+from deepspeech2_serving.versions import latest_version  # noqa: E402
 
 VENV_BIN = Path(sys.executable).parent
 

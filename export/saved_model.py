@@ -159,6 +159,31 @@ def build_module(bundle: Bundle, max_audio_seconds: float = MAX_AUDIO_SECONDS) -
         `stream_step(waveforms, lengths, state, final)` for a streaming model); and the signature map for
         `tf.saved_model.save` (`serving_default`, `transcribe_wav`, and `stream_step`).
     """
+    serving_default = _serving_default(bundle, max_audio_seconds)
+    decode_wav = _decode_wav(bundle.feature_config.sample_rate)
+    transcribe_wav = _transcribe_wav(decode_wav, serving_default)
+    streaming = streaming_model(bundle)
+    stream_step = None if streaming is None else _stream_step(streaming, bundle, max_audio_seconds)
+
+    module = tf.Module()
+    # Track the tf.Variables under the Keras variables, not the Keras model: saved through the model, the
+    # weights are written twice (Keras' objects and the tf.Variables) and a TF1-style loader (stock
+    # tensorflow_model_server, saved_model_cli run) restores the copies the graph doesn't read.
+    module.model_variables = [v.value for v in bundle.model.variables]
+    assert all(isinstance(v, tf.Variable) for v in module.model_variables)
+    module.serving_default = serving_default
+    module.transcribe_wav = transcribe_wav
+    setattr(module, DECODE_WAV, decode_wav)
+    signatures = {SERVING_DEFAULT: serving_default.get_concrete_function(),
+                  TRANSCRIBE_WAV: transcribe_wav.get_concrete_function()}
+    if stream_step is not None:
+        module.stream_step = stream_step
+        signatures[STREAM_STEP] = stream_step.get_concrete_function()
+    return module, signatures
+
+
+def _serving_default(bundle: Bundle, max_audio_seconds: float):
+    """`serving_default(waveforms, lengths)`: the checks, then featurize + model + log-softmax and greedy decoding."""
     forward = acoustic_model(bundle)  # featurize + model + log-softmax, one graph
     rate = bundle.feature_config.sample_rate
     shortest = min_samples(bundle)
@@ -188,6 +213,12 @@ def build_module(bundle: Bundle, max_audio_seconds: float = MAX_AUDIO_SECONDS) -
         return {LOG_PROBS: log_probs, OUTPUT_LENGTHS: output_lengths,
                 TRANSCRIPTS: greedy_transcripts(log_probs, output_lengths, tokens)}
 
+    return serving_default
+
+
+def _decode_wav(rate: int):
+    """`decode_wav(wav) -> (waveforms, lengths)`: whole 16-bit PCM WAV files at `rate`, downmixed, zero-padded."""
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=WAV)])
     def decode_wav(wav):
         def one(contents):
@@ -200,57 +231,54 @@ def build_module(bundle: Bundle, max_audio_seconds: float = MAX_AUDIO_SECONDS) -
         waves = tf.map_fn(one, wav, fn_output_signature=tf.RaggedTensorSpec([None], tf.float32, ragged_rank=0))
         return waves.to_tensor(), tf.cast(waves.row_lengths(), tf.int32)
 
+    return decode_wav
+
+
+def _transcribe_wav(decode_wav, serving_default):
+    """`transcribe_wav(wav)`: `decode_wav`, then `serving_default`."""
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=WAV)])
     def transcribe_wav(wav):
         waveforms, lengths = decode_wav(wav)
         return serving_default(waveforms, lengths)
 
-    streaming = streaming_model(bundle)
-    stream_step = None
-    if streaming is not None:
-        label_offset = next(seg.offset for seg in streaming.layout if seg.name == "last_label")
+    return transcribe_wav
 
-        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name=WAVEFORMS),
-                                      tf.TensorSpec([None], tf.int32, name=LENGTHS),
-                                      tf.TensorSpec([None, streaming.state_size], tf.float32, name=STATE),
-                                      tf.TensorSpec([None], tf.bool, name=FINAL)])
-        def stream_step(waveforms, lengths, state, final):
-            batch, samples = tf.shape(waveforms)[0], tf.shape(waveforms)[1]
-            checks = [
-                _check(batch > 0, "the request holds no stream (a batch of 0)"),
-                _check(tf.reduce_all(tf.equal(tf.stack([tf.shape(lengths)[0], tf.shape(state)[0],
-                                                        tf.shape(final)[0]]), batch)),
-                       f"`{LENGTHS}`, `{STATE}` and `{FINAL}` need one entry per row of `{WAVEFORMS}`, got",
-                       tf.shape(lengths)[0], tf.shape(state)[0], tf.shape(final)[0], "for", batch, "rows"),
-                _check(tf.reduce_all((lengths >= 0) & (lengths <= samples)), f"`{LENGTHS}` must lie in [0, the "
-                       f"samples of each row of `{WAVEFORMS}`]; `{LENGTHS}`:", lengths, "samples:", samples),
-                _check(samples <= longest, f"a chunk is longer than the {max_audio_seconds:g} s ({longest} samples) "
-                       "this export accepts, got", samples, "samples"),
-                tf.debugging.assert_all_finite(waveforms, f"`{WAVEFORMS}` hold NaN or Inf samples"),
-                tf.debugging.assert_all_finite(state, f"`{STATE}` holds NaN or Inf"),
-            ]
-            with tf.control_dependencies(checks):
-                waveforms = tf.identity(waveforms)
-            log_probs, output_lengths, new_state = streaming.step(waveforms, lengths, state, final)
-            previous = tf.cast(tf.round(state[:, label_offset]), tf.int32)
-            return {LOG_PROBS: log_probs, OUTPUT_LENGTHS: output_lengths, STATE: new_state,
-                    TRANSCRIPTS: greedy_transcripts(log_probs, output_lengths, tokens, previous, join=False)}
 
-    module = tf.Module()
-    # Track the tf.Variables under the Keras variables, not the Keras model: saved through the model, the
-    # weights are written twice (Keras' objects and the tf.Variables) and a TF1-style loader (stock
-    # tensorflow_model_server, saved_model_cli run) restores the copies the graph doesn't read.
-    module.model_variables = [v.value for v in bundle.model.variables]
-    assert all(isinstance(v, tf.Variable) for v in module.model_variables)
-    module.serving_default = serving_default
-    module.transcribe_wav = transcribe_wav
-    setattr(module, DECODE_WAV, decode_wav)
-    signatures = {SERVING_DEFAULT: serving_default.get_concrete_function(),
-                  TRANSCRIBE_WAV: transcribe_wav.get_concrete_function()}
-    if stream_step is not None:
-        module.stream_step = stream_step
-        signatures[STREAM_STEP] = stream_step.get_concrete_function()
-    return module, signatures
+def _stream_step(streaming: StreamingModel, bundle: Bundle, max_audio_seconds: float):
+    """`stream_step(waveforms, lengths, state, final)`: the checks, one chunk of each stream through `streaming`,
+    and the chunk's greedy text, a repeat across the chunk boundary merged (the state keeps the last label)."""
+    longest = int(round(max_audio_seconds * bundle.feature_config.sample_rate))
+    tokens = bundle.vocab.tokens()
+    label_offset = next(seg.offset for seg in streaming.layout if seg.name == "last_label")
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.float32, name=WAVEFORMS),
+                                  tf.TensorSpec([None], tf.int32, name=LENGTHS),
+                                  tf.TensorSpec([None, streaming.state_size], tf.float32, name=STATE),
+                                  tf.TensorSpec([None], tf.bool, name=FINAL)])
+    def stream_step(waveforms, lengths, state, final):
+        batch, samples = tf.shape(waveforms)[0], tf.shape(waveforms)[1]
+        checks = [
+            _check(batch > 0, "the request holds no stream (a batch of 0)"),
+            _check(tf.reduce_all(tf.equal(tf.stack([tf.shape(lengths)[0], tf.shape(state)[0],
+                                                    tf.shape(final)[0]]), batch)),
+                   f"`{LENGTHS}`, `{STATE}` and `{FINAL}` need one entry per row of `{WAVEFORMS}`, got",
+                   tf.shape(lengths)[0], tf.shape(state)[0], tf.shape(final)[0], "for", batch, "rows"),
+            _check(tf.reduce_all((lengths >= 0) & (lengths <= samples)), f"`{LENGTHS}` must lie in [0, the "
+                   f"samples of each row of `{WAVEFORMS}`]; `{LENGTHS}`:", lengths, "samples:", samples),
+            _check(samples <= longest, f"a chunk is longer than the {max_audio_seconds:g} s ({longest} samples) "
+                   "this export accepts, got", samples, "samples"),
+            tf.debugging.assert_all_finite(waveforms, f"`{WAVEFORMS}` hold NaN or Inf samples"),
+            tf.debugging.assert_all_finite(state, f"`{STATE}` holds NaN or Inf"),
+        ]
+        with tf.control_dependencies(checks):
+            waveforms = tf.identity(waveforms)
+        log_probs, output_lengths, new_state = streaming.step(waveforms, lengths, state, final)
+        previous = tf.cast(tf.round(state[:, label_offset]), tf.int32)
+        return {LOG_PROBS: log_probs, OUTPUT_LENGTHS: output_lengths, STATE: new_state,
+                TRANSCRIPTS: greedy_transcripts(log_probs, output_lengths, tokens, previous, join=False)}
+
+    return stream_step
 
 
 def export_model(config: ExportConfig) -> Path:

@@ -35,9 +35,10 @@ others (head-of-line blocking):
       free thread;
     - the queue is served by priority, then in order: ds2-serve submits stream steps (a live stream waits for each
       of its chunks) before whole utterances, so a burst of long utterances doesn't hold the streams back.
-Requests for different servables (model versions) never share a batch. If a merged batch fails, each of its requests is run alone, so one bad request can't fail the
-others. A request whose future was cancelled, or whose deadline has passed, is dropped from the queue
-unrun (its future fails with `Expired`): a client that gave up costs no forward pass.
+Requests for different servables (model versions) never share a batch. If a merged batch fails, each of its
+requests is run alone, so one bad request can't fail the others. A request whose future was cancelled, or whose
+deadline has passed, is dropped from the queue unrun (its future fails with `Expired`): a client that gave up costs
+no forward pass.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ from tensorflow_serving.apis import get_model_metadata_pb2, predict_pb2, predict
 from deepspeech2_export import FINAL, LENGTHS, STREAM_STEP, TRANSCRIBE_WAV, TRANSCRIPTS, WAV, WAVEFORMS
 # The export's contract; re-exported here.
 from deepspeech2_export.requests import as_wav_bytes, predict_request, wav_bytes
-from deepspeech2_serving.servable import (NBEST, NBEST_SCORES, NBEST_TRANSCRIPTS, SEQUENCE, SESSION_ID,
-                                          SESSION_TRANSCRIPTS)
+from deepspeech2_serving.checks import NBEST, SEQUENCE, SESSION_ID
+from deepspeech2_serving.servable import NBEST_SCORES, NBEST_TRANSCRIPTS, SESSION_TRANSCRIPTS
 
 MAX_MESSAGE_BYTES = 32 << 20  # as ds2-serve's default
 

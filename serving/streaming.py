@@ -2,7 +2,7 @@
 
 The export's `stream_step` is stateless (the state travels in each request and response, which is what stock
 TF Serving needs). ds2-serve (a stream_step request with `session_id` and `sequence` instead of `state`, see
-`servable.SESSION_ID`) and ds2-demo (one session per WebSocket) keep the state on the server instead:
+`checks.SESSION_ID`) and ds2-demo (one session per WebSocket) keep the state on the server instead:
 
     StreamSession    one stream: its state, its greedy transcript (repeats merged across chunks) and, when the
                      server has an LM, its LM beam search advanced with each chunk (`decode.BeamStream`: the
@@ -33,14 +33,15 @@ import numpy as np
 
 from deepspeech2.decode.greedy import GreedyStream
 from deepspeech2_export import FINAL, LOG_PROBS, OUTPUT_LENGTHS, STATE
-from deepspeech2_serving.servable import RequestError, Servable
+from deepspeech2_serving.checks import RequestError
+from deepspeech2_serving.servable import Servable
 
 MAX_STREAMS = 256  # sessions open at once
 MAX_STREAMS_PER_CLIENT = 32  # sessions open at once from one client address
 IDLE_SECONDS = 60.0  # a session unused this long is forgotten
 MAX_SECONDS = 60.0  # a session's audio at most (ds2-demo's `max_seconds`)
 MAX_BYTES = 1 << 30  # the sessions' states and beam searches together
-SESSION_ID_BYTES = 16  # 128 random bits, written as 32 hex digits (servable.SESSION_ID_HEX)
+SESSION_ID_BYTES = 16  # 128 random bits, written as 32 hex digits (checks.SESSION_ID_HEX)
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ from deepspeech2.prepare.stats import compute_mean_std
 from deepspeech2.vocab import Vocabulary
 from deepspeech2_export import STREAM_STEP
 from deepspeech2_export.saved_model import ExportConfig, export_model
-from deepspeech2_serving.demo import MAX_MESSAGE_BYTES, OFFLINE, DemoConfig, start
+from deepspeech2_serving.demo import MAX_MESSAGE_BYTES, DemoConfig, start
 from deepspeech2_serving.demo_client import DemoClientConfig, DemoError, format_words, stream_file
+from deepspeech2_serving.demo_session import OFFLINE
 from deepspeech2_serving.servable import signature_defs
 
 from factories import bundle_log_probs, make_manifest

@@ -216,7 +216,7 @@ def servable(tmp_path_factory, hello_world_lm):
 def _predict(servable, **inputs):
     from deepspeech2.audio import speech_like_clip
     from deepspeech2_export.requests import predict_request, wav_bytes
-    from deepspeech2_serving.server import Predictor
+    from deepspeech2_serving.predictor import Predictor
 
     wav = wav_bytes(speech_like_clip(1.5, seed=3), servable.sample_rate)
     request = predict_request("ds2", "transcribe_wav", {"wav": np.array([wav], object), **inputs})
@@ -259,7 +259,7 @@ def test_ds2_serve_takes_hotwords_per_request_with_nbest(servable):
 ])
 def test_ds2_serve_refuses_bad_hotwords_naming_the_input(servable, value, message):
     from deepspeech2_export.requests import HOTWORDS
-    from deepspeech2_serving.servable import RequestError
+    from deepspeech2_serving.checks import RequestError
 
     inputs = {HOTWORDS: value} if "nbest" in message else {HOTWORDS: value, "nbest": np.int32(2)}
     with pytest.raises(RequestError) as e:

@@ -674,8 +674,10 @@ def test_bad_words_are_invalid_argument_naming_the_input(words_server, clips, va
 
 
 def test_words_on_a_greedy_server_or_an_export_without_a_clock_are_a_failed_precondition(model, clips, tmp_path):
-    from deepspeech2_serving.servable import RequestError, Servable
-    from deepspeech2_serving.server import Predictor, ServeConfig, start
+    from deepspeech2_serving.checks import RequestError
+    from deepspeech2_serving.predictor import Predictor
+    from deepspeech2_serving.servable import Servable
+    from deepspeech2_serving.server import ServeConfig, start
 
     _, base = model
     running = start(ServeConfig(str(base), port=0, poll_seconds=0, batching=None,
@@ -705,7 +707,8 @@ def test_words_on_a_greedy_server_or_an_export_without_a_clock_are_a_failed_prec
 def test_push_to_talk_words_are_the_final_transcripts(words_server, clips, hello_world_lm):
     """What ds2-demo's push to talk would call: `Servable.final_words`, the transcript `final_transcript` gives and
     its words; without an LM (greedy final transcripts) it is a FAILED_PRECONDITION."""
-    from deepspeech2_serving.servable import RequestError, Servable
+    from deepspeech2_serving.checks import RequestError
+    from deepspeech2_serving.servable import Servable
 
     _, version = words_server
     servable = Servable(version, "ds2")
@@ -877,7 +880,7 @@ def test_a_search_whose_deadline_passed_stops(heavy, caplog):
     """The deadline is checked after the forward pass and between the search's frames: a client that gave up holds
     no thread."""
     running, stub, _ = heavy
-    caplog.set_level(logging.INFO, logger="deepspeech2_serving.server")
+    caplog.set_level(logging.INFO, logger="deepspeech2_serving.predictor")
     started = time.monotonic()
     with pytest.raises(grpc.RpcError) as e:
         stub.Predict(_heavy_request(), timeout=1.0)

@@ -38,7 +38,8 @@ from deepspeech2_export.requests import predict_request, wav_bytes
 from deepspeech2_export.saved_model import ExportConfig, export_model
 from deepspeech2_serving.batching import BatchingConfig
 from deepspeech2_serving.client import wav_request
-from deepspeech2_serving.servable import RequestError, Servable
+from deepspeech2_serving.checks import RequestError
+from deepspeech2_serving.servable import Servable
 from deepspeech2_serving.streaming import SessionStore
 
 from factories import bundle_log_probs, make_manifest

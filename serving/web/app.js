@@ -1,4 +1,4 @@
-// ds2-demo's page: push-to-talk microphone and file upload over one WebSocket (protocol: serving/demo.py).
+// ds2-demo's page: push-to-talk microphone and file upload over one WebSocket (protocol: serving/demo_session.py).
 // The server's hello names the mode its model allows: "streaming" (partial transcripts while the button is held)
 // or "offline" (a bidirectional model: push to talk, the whole utterance transcribed when the button is
 // released). The page sends the audio the same way in both, 100 ms at a time as it is recorded. When the hello
@@ -7,7 +7,7 @@
 "use strict";
 
 const CHUNK_MS = 100; // audio per WebSocket message
-const IDLE_CLOSE_CODE = 4408; // the server closed a connection that sent nothing for a while (serving/demo.py)
+const IDLE_CLOSE_CODE = 4408; // the server closed a connection that sent nothing for a while (serving/demo_session.py)
 const BUSY_CLOSE_CODE = 1013; // the server has no room for this connection ("try again later")
 const LOW_CONFIDENCE = 0.5; // words below it are underlined too: less likely right than wrong
 const $ = (id) => document.getElementById(id);
