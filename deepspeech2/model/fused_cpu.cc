@@ -6,9 +6,10 @@
 //
 // Per step, the threads split the units in blocks of one vector (16 units on AVX-512, 8 on AVX2): a thread multiplies
 // the whole state by its own columns of U (its three gates' columns for its units, packed once per call for the
-// vector kernels and then read from its core's cache at every step) and does those units' gate math, so the only synchronization is one spin barrier a
-// step, after which every thread reads the whole new state. The forward op keeps each step's gates, so the backward
-// op needs no recomputing matmul; its reverse loop is the same split over the units of dh.
+// vector kernels and then read from its core's cache at every step) and does those units' gate math, so the only
+// synchronization is one spin barrier a step, after which every thread reads the whole new state. The forward op
+// keeps each step's gates, so the backward op needs no recomputing matmul; its reverse loop is the same split over
+// the units of dh.
 //
 // bf16 kernels (`dtype` bfloat16, i.e. Keras's mixed_bfloat16) multiply bf16 states by bf16 weights with fp32
 // accumulation (AVX512-BF16's dot products), as the loop's bf16 matmuls do, and keep the fp32 sums (the loop's

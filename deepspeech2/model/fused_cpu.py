@@ -2,10 +2,10 @@
 `fused_cpu.cc`, which `make deps` builds into `_fused_cpu.so` beside this file.
 
 `BatchNormRNN` trains its GRU layers with them where they are built, load and run on this CPU (for fp32 AVX-512, or
-AVX2 and FMA; AVX512-BF16 for bf16), on TensorFlow with no GPU visible; elsewhere with the time loop of `rnn.py`. `ConvFrontEnd`
-trains each conv's BN and clipped ReLU with them under the same conditions (AVX2 and FMA, either dtype); elsewhere
-with TF's ops. The library is loaded on first use, once; if it fails to load, the reason is logged once and the loop
-and TF's ops are used.
+AVX2 and FMA; AVX512-BF16 for bf16), on TensorFlow with no GPU visible; elsewhere with the time loop of `rnn.py`.
+`ConvFrontEnd` trains each conv's BN and clipped ReLU with them under the same conditions (AVX2 and FMA, either
+dtype); elsewhere with TF's ops. The library is loaded on first use, once; if it fails to load, the reason is logged
+once and the loop and TF's ops are used.
 """
 
 from __future__ import annotations
