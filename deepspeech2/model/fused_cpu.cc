@@ -225,7 +225,7 @@ inline Lanes lanes(int units, int block) {
   return left >= kLanes ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
 }
 
-// out (R x NB*16, fp32) = A (R x 2 pairs) . W for bf16 operands, W packed as [pairs][NB][16 lanes][2]: AVX512-BF16's
+// out (R x NB*16, fp32) = A (R x 2 * pairs) . W for bf16 operands, W packed as [pairs][NB][16 lanes][2]: AVX512-BF16's
 // dot products of pairs, fp32 accumulation.
 template <int R, int NB>
 void gemm(const uint16_t* a, int64_t lda, const uint16_t* w, int pairs, float* out) {
