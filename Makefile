@@ -16,6 +16,7 @@ GPU ?=
 GPU_STAMP := $(VENV)/.installed-gpu
 # The fused CPU GRU's library (below).
 FUSED_SRC := deepspeech2/model/fused_cpu.cc
+FUSED_HEADERS := deepspeech2/model/fused_gru.h
 FUSED_LIB ?= deepspeech2/model/_fused_cpu.so
 FUSED_STAMP ?= $(VENV)/.fused-cpu
 FUSED_LOG ?= $(VENV)/fused-cpu-build.log
@@ -39,7 +40,7 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 # or loaded, one line says so and the install goes on: training then uses the time loop. Built once per venv and
 # source; `rm $(FUSED_STAMP)` and `make deps` try again (after `apt-get install g++`, say).
 TF_FLAGS = $(PY) -c "import tensorflow as tf; print(*tf.sysconfig.get_compile_flags(), *tf.sysconfig.get_link_flags())"
-$(FUSED_STAMP): $(FUSED_SRC) $(STAMP)
+$(FUSED_STAMP): $(FUSED_SRC) $(FUSED_HEADERS) $(STAMP)
 	@tools/apt-deps.sh kernels > /dev/null 2>&1 || true
 	@rm -f $(FUSED_LIB) && if flags=$$($(TF_FLAGS) 2> $(FUSED_LOG)) && \
 		$(CXX) -O3 -shared -fPIC -Wno-deprecated-declarations $(FUSED_SRC) -o $(FUSED_LIB).tmp $$flags >> $(FUSED_LOG) 2>&1 && \

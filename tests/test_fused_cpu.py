@@ -25,17 +25,18 @@ def _cpu_flags() -> set[str]:
 
 FLAGS = _cpu_flags()
 needs_fp32 = pytest.mark.skipif(not fused_cpu.supports("float32"), reason="the fused CPU GRU is not built or this "
-                                "CPU has no AVX-512 (test_make_deps_built_it says which)")
+                                "CPU has neither AVX-512 nor AVX2 and FMA (test_make_deps_built_it says which)")
 needs_bf16 = pytest.mark.skipif(not fused_cpu.supports("bfloat16"), reason="no AVX512-BF16 or the op is not built")
 needs_front = pytest.mark.skipif(not fused_cpu.supports("bn_clipped_relu"), reason="the fused CPU ops are not built or "
                                  "this CPU has no AVX2 and FMA")
 
 
 def test_make_deps_built_it_where_it_can_run():
-    """Where g++ and an AVX-512 x86-64 CPU are, `make deps` built the library and it loads: the comparisons below
-    then run rather than skip."""
-    if not (shutil.which("g++") and platform.machine() == "x86_64" and "avx512f" in FLAGS):
-        pytest.skip("no g++ or no AVX-512 here: training uses the loop")
+    """Where g++ and an x86-64 CPU with AVX2 and FMA are (every AVX-512 one has them), `make deps` built the library
+    and it loads: the fp32 comparisons below then run rather than skip (on AVX-512's loops where the CPU has it, else
+    AVX2's), the bf16 ones where it has AVX512-BF16."""
+    if not (shutil.which("g++") and platform.machine() == "x86_64" and {"avx2", "fma"} <= FLAGS):
+        pytest.skip("no g++ or no AVX2 here: training uses the loop")
     assert fused_cpu.library() is not None, f"{fused_cpu.LIBRARY} missing or not loadable: run make deps"
     assert fused_cpu.supports("float32")
     assert fused_cpu.supports("bfloat16") == ("avx512_bf16" in FLAGS)
@@ -75,8 +76,9 @@ def _run(recurrence, inputs):
 
 
 NAMES = ["states", "d_x", "d_initial_state", "d_kernel", "d_bias"]
-# (steps, batch, units): one unit, odd units (a partly filled block of 16), batches below, at and above the 8 rows
-# of a register tile, and the bench's layer.
+# (steps, batch, units): one unit, odd units (a partly filled block of 16 units on AVX-512, of 8 on AVX2), batches
+# below, at and above the rows of a register tile (8 on AVX-512; on AVX2 4 forward, 8 backward), and the bench's
+# layer.
 SHAPES = [(5, 2, 1), (9, 3, 5), (17, 11, 37), (12, 16, 64), (30, 20, 130)]
 
 

@@ -4,18 +4,21 @@
 // Only the sequential parts live here. Outside, in TensorFlow as before: the input projection and its sequence-wise
 // BN (DS2 eq. 4; this op gets their output `x`), and the recurrent weight gradient (one matmul over all steps).
 //
-// Per step, the threads split the units in blocks of 16: a thread multiplies the whole state by its own columns of
-// U (its three gates' columns for its units, packed once per call for the AVX-512 kernels and then read from its
-// core's cache at every step) and does those units' gate math, so the only synchronization is one spin barrier a
-// step, after which every thread reads the whole new state. The forward op keeps each step's gates, so the backward
-// op needs no recomputing matmul; its reverse loop is the same split over the units of dh.
+// Per step, the threads split the units in blocks of one vector (16 units on AVX-512, 8 on AVX2): a thread multiplies
+// the whole state by its own columns of U (its three gates' columns for its units, packed once per call for the
+// vector kernels and then read from its core's cache at every step) and does those units' gate math, so the only
+// synchronization is one spin barrier a step, after which every thread reads the whole new state. The forward op
+// keeps each step's gates, so the backward op needs no recomputing matmul; its reverse loop is the same split over
+// the units of dh.
 //
 // bf16 kernels (`dtype` bfloat16, i.e. Keras's mixed_bfloat16) multiply bf16 states by bf16 weights with fp32
 // accumulation (AVX512-BF16's dot products), as the loop's bf16 matmuls do, and keep the fp32 sums (the loop's
 // TF matmul rounds its output to bf16); all gate math is fp32.
 //
-// The kernels need AVX-512 (fp32) and AVX512-BF16 (bf16): `Ds2FusedCpuSupport` says which this CPU has, and Python
-// uses the loop where it lacks them.
+// The loops are written once (fused_gru.h) and compiled twice: for AVX-512 (fp32, and AVX512-BF16 for bf16) and for
+// AVX2 and FMA (fp32 only: without AVX512-BF16 the loop's bf16 matmuls are emulated too, and bf16 is not the
+// precision such CPUs train in). The ops pick AVX-512's where the CPU has it; `Ds2FusedCpuSupport` says what this
+// CPU runs, and Python uses the loop where it runs neither.
 //
 // The library compiles anywhere TensorFlow does (the kernels carry their own target attributes; nothing is compiled
 // for the build machine's CPU only).
@@ -58,10 +61,9 @@ using tensorflow::errors::InvalidArgument;
 using tensorflow::shape_inference::InferenceContext;
 using tensorflow::shape_inference::ShapeHandle;
 
-constexpr int kLanes = 16;  // units per block: one AVX-512 vector of fp32
-constexpr int kRows = 8;    // batch rows per register tile: 8 rows x 3 gates = 24 accumulators of 32 registers
-
-enum Support { kFp32 = 1, kBf16 = 2, kAvx2 = 4 };  // kAvx2: the front end's BN + clipped ReLU
+// kFp32: the fp32 GRU (its AVX-512 loops, else its AVX2 ones); kBf16: the bf16 GRU; kAvx2: the front end's BN +
+// clipped ReLU, and the fp32 GRU's AVX2 loops; kAvx512: the fp32 GRU's AVX-512 loops.
+enum Support { kFp32 = 1, kBf16 = 2, kAvx2 = 4, kAvx512 = 8 };
 
 int cpu_support() {
 #ifdef DS2_X86
@@ -69,9 +71,10 @@ int cpu_support() {
   int flags = 0;
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512dq"))
-    flags |= kFp32;
-  if ((flags & kFp32) && __builtin_cpu_supports("avx512bf16")) flags |= kBf16;
+    flags |= kAvx512;
+  if ((flags & kAvx512) && __builtin_cpu_supports("avx512bf16")) flags |= kBf16;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) flags |= kAvx2;
+  if (flags & (kAvx512 | kAvx2)) flags |= kFp32;
   return flags;
 #else
   return 0;
@@ -161,48 +164,53 @@ int thread_count(OpKernelContext* ctx, int blocks, int64_t rows) {
   return std::max(1, std::min(threads, blocks));
 }
 
+// Element (k, c) of the recurrent kernel U (H, 3H), in the packed type: bf16 bits or fp32.
+template <typename T, typename K>
+inline T weight(const K* u, int64_t cols, int64_t k, int64_t c) {
+  if constexpr (std::is_same<T, uint16_t>::value) {
+    return reinterpret_cast<const uint16_t*>(u)[k * cols + c];
+  } else if constexpr (std::is_same<K, float>::value) {
+    return u[k * cols + c];
+  } else {
+    return from_bf16(reinterpret_cast<const uint16_t*>(u)[k * cols + c]);
+  }
+}
+
+struct GruShapes {
+  int64_t steps, batch;
+  int units;
+};
+
 #ifdef DS2_X86
-// Everything down to the ops is compiled for AVX-512 (lambdas included, which target attributes would miss); it runs
-// only where cpu_support() says the CPU has it.
+// The loops (fused_gru.h) once per instruction set, each namespace compiled for its own (lambdas included, which
+// target attributes would miss); the ops run one only where cpu_support() says the CPU has it.
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+namespace avx512 {
 
-// ---- AVX-512 math --------------------------------------------------------------------------------------------
+constexpr int kLanes = 16;    // units per block: one AVX-512 vector of fp32
+constexpr int kRows = 8;      // batch rows per register tile: 8 rows x 3 gates = 24 accumulators of 32 registers
+constexpr int kBackRows = 8;  // the backward matmul's: 8 rows x 1 block
 
-inline __m512 exp512(__m512 x) {
-  // e^x = 2^n e^r with |r| <= ln2 / 2: a degree-6 Taylor polynomial (relative error ~1e-7), scaled by 2^n.
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.0f)), _mm512_set1_ps(-88.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
+using Vec = __m512;
+using Lanes = __mmask16;
 
-inline __m512 sigmoid512(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, exp512(_mm512_sub_ps(_mm512_setzero_ps(), x))));
-}
+inline Vec set1(float v) { return _mm512_set1_ps(v); }
+inline Vec zero() { return _mm512_setzero_ps(); }
+inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec fnmadd(Vec a, Vec b, Vec c) { return _mm512_fnmadd_ps(a, b, c); }
+inline Vec vmin(Vec a, Vec b) { return _mm512_min_ps(a, b); }
+inline Vec vmax(Vec a, Vec b) { return _mm512_max_ps(a, b); }
+inline Vec round_nearest(Vec v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline Vec times_pow2(Vec v, Vec n) { return _mm512_scalef_ps(v, n); }
+inline Vec loadu(const float* p) { return _mm512_loadu_ps(p); }
+inline void storeu(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+inline Vec load_aligned(const float* p) { return _mm512_load_ps(p); }
+inline void store_aligned(float* p, Vec v) { _mm512_store_ps(p, v); }
+inline Vec load(const float* p, Lanes m) { return _mm512_maskz_loadu_ps(m, p); }
+inline void store(float* p, Lanes m, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
 
-inline __m512 tanh512(__m512 x) {
-  // 1 - 2 / (e^2x + 1): exact at both ends, absolute error ~1e-7 near 0.
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 e = exp512(_mm512_add_ps(x, x));
-  return _mm512_sub_ps(one, _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, one)));
-}
-
-inline __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
-
-inline void store(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
-
-inline void store_bf16(uint16_t* p, __mmask16 m, __m512 v) {
+inline void store_bf16(uint16_t* p, Lanes m, Vec v) {
   // Round to nearest even in integer arithmetic, so the fp32 kernels need no AVX512-BF16.
   const __m512i u = _mm512_castps_si512(v);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
@@ -212,15 +220,15 @@ inline void store_bf16(uint16_t* p, __mmask16 m, __m512 v) {
   _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(r));
 }
 
-inline __mmask16 lanes(int units, int block) {
+inline Lanes lanes(int units, int block) {
   const int left = units - block * kLanes;
   return left >= kLanes ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
 }
 
-// ---- GEMM micro-kernels: out (R x NB*16, fp32) = A (R x K) . W, W packed as [K (pairs for bf16)][NB][16 lanes] --
-
+// out (R x NB*16, fp32) = A (R x 2 * pairs) . W for bf16 operands, W packed as [pairs][NB][16 lanes][2]: AVX512-BF16's
+// dot products of pairs, fp32 accumulation.
 template <int R, int NB>
-void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int pairs, float* out) {
+void gemm(const uint16_t* a, int64_t lda, const uint16_t* w, int pairs, float* out) {
   __m512 acc[R][NB];
   for (int r = 0; r < R; ++r)
     for (int n = 0; n < NB; ++n) acc[r][n] = _mm512_setzero_ps();
@@ -238,235 +246,60 @@ void gemm_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int pairs, flo
     for (int n = 0; n < NB; ++n) _mm512_store_ps(out + (r * NB + n) * kLanes, acc[r][n]);
 }
 
-template <int R, int NB>
-void gemm_f32(const float* a, int64_t lda, const float* w, int k, float* out) {
-  __m512 acc[R][NB];
-  for (int r = 0; r < R; ++r)
-    for (int n = 0; n < NB; ++n) acc[r][n] = _mm512_setzero_ps();
-  for (int i = 0; i < k; ++i) {
-    __m512 wv[NB];
-    for (int n = 0; n < NB; ++n) wv[n] = _mm512_loadu_ps(w + (static_cast<int64_t>(i) * NB + n) * kLanes);
-    for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(a[r * lda + i]);
-      for (int n = 0; n < NB; ++n) acc[r][n] = _mm512_fmadd_ps(av, wv[n], acc[r][n]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int n = 0; n < NB; ++n) _mm512_store_ps(out + (r * NB + n) * kLanes, acc[r][n]);
-}
+#include "fused_gru.h"
 
-// `rows` (<= kRows) rows of A through the micro-kernel of that height; `out` 64-byte aligned.
-template <int NB, typename T>
-void gemm_rows(int rows, const T* a, int64_t lda, const T* w, int k, float* out) {
-#define DS2_CASE(R)                                 \
-  case R:                                           \
-    if constexpr (std::is_same<T, uint16_t>::value) \
-      gemm_bf16<R, NB>(a, lda, w, k, out);          \
-    else                                            \
-      gemm_f32<R, NB>(a, lda, w, k, out);           \
-    break;
-  switch (rows) { DS2_CASE(1) DS2_CASE(2) DS2_CASE(3) DS2_CASE(4) DS2_CASE(5) DS2_CASE(6) DS2_CASE(7) DS2_CASE(8) }
-#undef DS2_CASE
-}
+}  // namespace avx512
+#pragma GCC pop_options
 
-// ---- weight packing ----------------------------------------------------------------------------------------------
+// The fp32 loops on CPUs with AVX2 and FMA but no AVX-512: 8 lanes, 16 vector registers. bf16 runs on AVX512-BF16
+// only, so nothing here is instantiated for it.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace avx2 {
 
-// Element (k, c) of the recurrent kernel U (H, 3H), in the packed type: bf16 bits or fp32.
-template <typename T, typename K>
-inline T weight(const K* u, int64_t cols, int64_t k, int64_t c) {
-  if constexpr (std::is_same<T, uint16_t>::value) {
-    return reinterpret_cast<const uint16_t*>(u)[k * cols + c];
-  } else if constexpr (std::is_same<K, float>::value) {
-    return u[k * cols + c];
-  } else {
-    return from_bf16(reinterpret_cast<const uint16_t*>(u)[k * cols + c]);
-  }
-}
+constexpr int kLanes = 8;     // units per block: one AVX2 vector of fp32
+constexpr int kRows = 4;      // 4 rows x 3 gates = 12 accumulators, 3 weight vectors and a broadcast: 16 registers
+constexpr int kBackRows = 8;  // the backward matmul's: 8 rows x 1 block, 1 weight vector and a broadcast
 
-// Forward panel of unit block `block`: for each k (pair, in bf16), the z, r and n columns of its 16 units; zero past H.
-template <typename T, typename K>
-void pack_forward(const K* u, int units, int block, int k_padded, T* panel) {
-  const int64_t cols = 3 * static_cast<int64_t>(units);
-  const int per = std::is_same<T, uint16_t>::value ? 2 : 1;  // k values per lane entry
-  for (int k0 = 0; k0 < k_padded; k0 += per)
-    for (int g = 0; g < 3; ++g)
-      for (int l = 0; l < kLanes; ++l)
-        for (int e = 0; e < per; ++e) {
-          const int j = block * kLanes + l, k = k0 + e;
-          *panel++ = (j < units && k < units) ? weight<T>(u, cols, k, g * units + j) : T(0);
-        }
-}
-
-// Backward panel of output unit block `block`: U^T, whose rows are the 3 gates' padded columns c' = g * Hp + j.
-template <typename T, typename K>
-void pack_backward(const K* u, int units, int units_padded, int block, T* panel) {
-  const int64_t cols = 3 * static_cast<int64_t>(units);
-  const int per = std::is_same<T, uint16_t>::value ? 2 : 1;
-  for (int c0 = 0; c0 < 3 * units_padded; c0 += per)
-    for (int l = 0; l < kLanes; ++l)
-      for (int e = 0; e < per; ++e) {
-        const int i = block * kLanes + l, c = c0 + e, g = c / units_padded, j = c % units_padded;
-        *panel++ = (i < units && j < units) ? weight<T>(u, cols, i, g * units + j) : T(0);
-      }
-}
-
-// ---- the loops -----------------------------------------------------------------------------------------------
-
-struct GruShapes {
-  int64_t steps, batch;
-  int units, blocks, units_padded;
+using Vec = __m256;
+struct Lanes {
+  __m256i mask;  // all ones in the block's units
+  bool full;     // all 8: plain loads and stores, cheaper than masked ones (much, on AMD's)
 };
 
-// T: the packed weight and GEMM operand type (uint16_t: bf16 bits, or float); K: the kernel tensor's element type.
-template <typename T, typename K>
-void gru_forward(OpKernelContext* ctx, const GruShapes& s, const float* x, const float* mask, const float* h0,
-                 const K* u, const float* bias, float* states, float* gates) {
-  constexpr bool bf16 = std::is_same<T, uint16_t>::value;
-  const int H = s.units, k_padded = bf16 ? (H + 1) / 2 * 2 : H;
-  const int64_t B = s.batch, panel_size = static_cast<int64_t>(k_padded) * 3 * kLanes;
-  std::vector<T> panels(static_cast<size_t>(panel_size) * s.blocks);
-  // bf16: the state as the matmul's operand, double-buffered (a step reads one while it writes the other).
-  std::vector<uint16_t> hb(bf16 ? 2 * B * k_padded : 0, 0);
-  for (int64_t i = 0; i < (bf16 ? B * H : 0); ++i) hb[(i / H) * k_padded + i % H] = to_bf16(h0[i]);
-  // Round 0 packs each block's weights; round t + 1 is step t.
-  run_rounds(ctx, thread_count(ctx, s.blocks, B), s.blocks, s.steps + 1, [&](int64_t round, int blk) {
-    T* panel = panels.data() + blk * panel_size;
-    if (round == 0) return pack_forward<T>(u, H, blk, k_padded, panel);
-    const int64_t t = round - 1;
-    const float* h_prev = t ? states + (t - 1) * B * H : h0;
-    const T* a;
-    int64_t lda;
-    if constexpr (bf16) {
-      a = hb.data() + (t & 1) * B * k_padded;
-      lda = k_padded;
-    } else {
-      a = h_prev;
-      lda = H;
-    }
-    uint16_t* hb_next = bf16 ? hb.data() + ((t + 1) & 1) * B * k_padded : nullptr;
-    const __mmask16 m16 = lanes(H, blk);
-    const int j0 = blk * kLanes;
-    const __m512 bz = load(bias + j0, m16), br = load(bias + H + j0, m16), bn = load(bias + 2 * H + j0, m16);
-    alignas(64) float acc[kRows * 3 * kLanes];
-    for (int64_t r0 = 0; r0 < B; r0 += kRows) {
-      const int rows = static_cast<int>(std::min<int64_t>(kRows, B - r0));
-      gemm_rows<3>(rows, a + r0 * lda, lda, panel, bf16 ? k_padded / 2 : H, acc);
-      for (int r = 0; r < rows; ++r) {
-        const int64_t b = r0 + r, row = t * B + b;
-        const float* xr = x + row * 3 * H + j0;
-        const float* ar = acc + r * 3 * kLanes;
-        const __m512 z = sigmoid512(_mm512_add_ps(_mm512_add_ps(load(xr, m16), bz), _mm512_load_ps(ar)));
-        const __m512 rg =
-            sigmoid512(_mm512_add_ps(_mm512_add_ps(load(xr + H, m16), br), _mm512_load_ps(ar + kLanes)));
-        const __m512 an = _mm512_add_ps(_mm512_load_ps(ar + 2 * kLanes), bn);
-        const __m512 n = tanh512(_mm512_fmadd_ps(rg, an, load(xr + 2 * H, m16)));
-        const __m512 hp = load(h_prev + b * H + j0, m16);
-        const __m512 mz = _mm512_mul_ps(_mm512_set1_ps(mask[row]), z);
-        const __m512 h = _mm512_fmadd_ps(mz, _mm512_sub_ps(n, hp), hp);
-        store(states + row * H + j0, m16, h);
-        float* gr = gates + row * 4 * H + j0;
-        store(gr, m16, z);
-        store(gr + H, m16, rg);
-        store(gr + 2 * H, m16, n);
-        store(gr + 3 * H, m16, an);
-        if (bf16) store_bf16(hb_next + b * k_padded + j0, m16, h);
-      }
-    }
-  });
+inline Vec set1(float v) { return _mm256_set1_ps(v); }
+inline Vec zero() { return _mm256_setzero_ps(); }
+inline Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec fnmadd(Vec a, Vec b, Vec c) { return _mm256_fnmadd_ps(a, b, c); }
+inline Vec vmin(Vec a, Vec b) { return _mm256_min_ps(a, b); }
+inline Vec vmax(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+inline Vec round_nearest(Vec v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+inline Vec times_pow2(Vec v, Vec n) {
+  // 2^n from its exponent bits: n is in [-127, 127] (vexp's clamp), where 2^-127 (a denormal) becomes 0.
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return v * _mm256_castsi256_ps(bits);
+}
+inline Vec loadu(const float* p) { return _mm256_loadu_ps(p); }
+inline void storeu(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+inline Vec load_aligned(const float* p) { return _mm256_load_ps(p); }
+inline void store_aligned(float* p, Vec v) { _mm256_store_ps(p, v); }
+inline Vec load(const float* p, Lanes m) { return m.full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m.mask); }
+inline void store(float* p, Lanes m, Vec v) {
+  if (m.full)
+    _mm256_storeu_ps(p, v);
+  else
+    _mm256_maskstore_ps(p, m.mask, v);
+}
+void store_bf16(uint16_t* p, Lanes m, Vec v);  // declared for fused_gru.h's bf16 branches, never instantiated here
+
+inline Lanes lanes(int units, int block) {
+  const int left = units - block * kLanes;
+  return {_mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)), left >= kLanes};
 }
 
-template <typename T, typename K>
-void gru_backward(OpKernelContext* ctx, const GruShapes& s, const float* d_out, const float* gates,
-                  const float* states, const float* mask, const float* h0, const K* u, float* d_x, K* d_a,
-                  float* d_bias, float* d_h0) {
-  constexpr bool bf16 = std::is_same<T, uint16_t>::value;
-  const int H = s.units, Hp = s.units_padded;
-  const int64_t B = s.batch, c_padded = 3 * static_cast<int64_t>(Hp), panel_size = c_padded * kLanes;
-  std::vector<T> panels(static_cast<size_t>(panel_size) * s.blocks);
-  // The gradient of U h + b at a step, the matmul's operand (zero in the padding), and per unit: dh from the step
-  // after, dh's direct path dh (1 - m z), and the recurrent bias gradient's sums.
-  std::vector<T> g(B * c_padded, T(0));
-  std::vector<float> dh_next(B * Hp, 0.0f), keep(B * Hp, 0.0f), bias_sum(3 * Hp, 0.0f);
-  const __m512 one = _mm512_set1_ps(1.0f);
-  // Round 0 packs each block's weights; then per step, from the last: the elementwise round (its units' gradients
-  // and its part of g), then the matmul round (its units of dh_prev = keep + g U^T); a last round writes the sums.
-  const int64_t rounds = 2 * s.steps + 2;
-  run_rounds(ctx, thread_count(ctx, s.blocks, B), s.blocks, rounds, [&](int64_t round, int blk) {
-    T* panel = panels.data() + blk * panel_size;
-    const __mmask16 m16 = lanes(H, blk);
-    const int j0 = blk * kLanes;
-    if (round == 0) return pack_backward<T>(u, H, Hp, blk, panel);
-    if (round == rounds - 1) {
-      for (int64_t b = 0; b < B; ++b) store(d_h0 + b * H + j0, m16, _mm512_loadu_ps(&dh_next[b * Hp + j0]));
-      for (int gate = 0; gate < 3; ++gate) store(d_bias + gate * H + j0, m16, _mm512_loadu_ps(&bias_sum[gate * Hp + j0]));
-      return;
-    }
-    const int64_t t = s.steps - 1 - (round - 1) / 2;
-    if ((round - 1) % 2 == 1) {
-      alignas(64) float acc[kRows * kLanes];
-      for (int64_t r0 = 0; r0 < B; r0 += kRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(kRows, B - r0));
-        gemm_rows<1>(rows, g.data() + r0 * c_padded, c_padded, panel,
-                     static_cast<int>(bf16 ? c_padded / 2 : c_padded), acc);
-        for (int r = 0; r < rows; ++r) {
-          const int64_t b = r0 + r;
-          _mm512_storeu_ps(&dh_next[b * Hp + j0],
-                           _mm512_add_ps(_mm512_loadu_ps(&keep[b * Hp + j0]), _mm512_load_ps(acc + r * kLanes)));
-        }
-      }
-      return;
-    }
-    const float* h_prev = t ? states + (t - 1) * B * H : h0;
-    __m512 sz = _mm512_loadu_ps(&bias_sum[j0]), sr = _mm512_loadu_ps(&bias_sum[Hp + j0]),
-           sn = _mm512_loadu_ps(&bias_sum[2 * Hp + j0]);
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t row = t * B + b;
-      const __m512 dh = _mm512_add_ps(_mm512_loadu_ps(&dh_next[b * Hp + j0]), load(d_out + row * H + j0, m16));
-      const float* gr = gates + row * 4 * H + j0;
-      const __m512 z = load(gr, m16), rg = load(gr + H, m16), n = load(gr + 2 * H, m16), an = load(gr + 3 * H, m16);
-      const __m512 hp = load(h_prev + b * H + j0, m16);
-      const __m512 mz = _mm512_mul_ps(_mm512_set1_ps(mask[row]), z);
-      // h' = h + m z (n - h): d/d(pre-activation) of z, of r (through n) and of n, times dh.
-      const __m512 gx = _mm512_mul_ps(dh, _mm512_mul_ps(mz, _mm512_fnmadd_ps(n, n, one)));
-      const __m512 gz =
-          _mm512_mul_ps(dh, _mm512_mul_ps(_mm512_mul_ps(mz, _mm512_sub_ps(one, z)), _mm512_sub_ps(n, hp)));
-      const __m512 gr_ = _mm512_mul_ps(_mm512_mul_ps(gx, an), _mm512_mul_ps(rg, _mm512_sub_ps(one, rg)));
-      const __m512 gn = _mm512_mul_ps(gx, rg);  // of U_n h + b_n, inside the reset gate
-      float* dx = d_x + row * 3 * H + j0;
-      store(dx, m16, gz);
-      store(dx + H, m16, gr_);
-      store(dx + 2 * H, m16, gx);
-      K* da = d_a + row * 3 * H + j0;
-      T* gb = g.data() + b * c_padded + j0;
-      if constexpr (std::is_same<K, float>::value) {
-        store(da, m16, gz);
-        store(da + H, m16, gr_);
-        store(da + 2 * H, m16, gn);
-      } else {
-        store_bf16(reinterpret_cast<uint16_t*>(da), m16, gz);
-        store_bf16(reinterpret_cast<uint16_t*>(da) + H, m16, gr_);
-        store_bf16(reinterpret_cast<uint16_t*>(da) + 2 * H, m16, gn);
-      }
-      if constexpr (bf16) {
-        store_bf16(gb, m16, gz);
-        store_bf16(gb + Hp, m16, gr_);
-        store_bf16(gb + 2 * Hp, m16, gn);
-      } else {
-        store(gb, m16, gz);
-        store(gb + Hp, m16, gr_);
-        store(gb + 2 * Hp, m16, gn);
-      }
-      sz = _mm512_add_ps(sz, gz);
-      sr = _mm512_add_ps(sr, gr_);
-      sn = _mm512_add_ps(sn, gn);
-      _mm512_storeu_ps(&keep[b * Hp + j0], _mm512_mul_ps(dh, _mm512_sub_ps(one, mz)));
-    }
-    _mm512_storeu_ps(&bias_sum[j0], sz);
-    _mm512_storeu_ps(&bias_sum[Hp + j0], sr);
-    _mm512_storeu_ps(&bias_sum[2 * Hp + j0], sn);
-  });
-}
+#include "fused_gru.h"
 
+}  // namespace avx2
 #pragma GCC pop_options
 #endif  // DS2_X86
 
@@ -478,8 +311,7 @@ void gru_backward(OpKernelContext* ctx, const GruShapes& s, const float* d_out, 
 // here it is one pass for the statistics' sums, one forward, and two backward: the per-channel sums the BN gradient
 // needs, then dx. What is summed across replicas (the sums) stays between the ops, in TF. x and y are fp32 or bf16
 // (the conv's and the next conv's dtype under mixed_bfloat16, so no cast pass either side); the math is fp32. The
-// passes are bound by memory, not arithmetic, so AVX2 (8 lanes) is enough and runs on more CPUs than the GRU's
-// AVX-512.
+// passes are bound by memory, not arithmetic, so AVX2 (8 lanes) is enough on every CPU: they have no AVX-512 loops.
 
 struct BnShapes {
   int64_t rows, inner, channels;  // rows: (batch, time) frames; inner: the values of a frame, channels last
@@ -719,18 +551,40 @@ GruShapes shapes_of(const Tensor& x, const Tensor& h0) {
   s.steps = x.dims() == 3 ? x.dim_size(0) : 0;
   s.batch = x.dims() == 3 ? x.dim_size(1) : 0;
   s.units = h0.dims() == 2 ? static_cast<int>(h0.dim_size(1)) : 0;
-  s.blocks = (s.units + kLanes - 1) / kLanes;
-  s.units_padded = s.blocks * kLanes;
   return s;
 }
 
 tensorflow::Status check_support(bool bf16) {
   const int need = bf16 ? kBf16 : kFp32;
   if (!(cpu_support() & need))
-    return tensorflow::errors::Unimplemented("Ds2Gru ops need ", bf16 ? "AVX512-BF16" : "AVX-512",
+    return tensorflow::errors::Unimplemented("Ds2Gru ops need ", bf16 ? "AVX512-BF16" : "AVX-512 or AVX2 and FMA",
                                              " on this CPU (Ds2FusedCpuSupport says which it has)");
   return tensorflow::OkStatus();
 }
+
+#ifdef DS2_X86
+// The loops for this CPU and the kernel's dtype K (check_support has passed): bf16's are AVX512-BF16's; fp32's are
+// AVX-512's where the CPU has it, else AVX2's.
+template <typename K, typename... Args>
+void gru_forward_here(Args... args) {
+  if constexpr (!std::is_same<K, float>::value)
+    avx512::gru_forward<uint16_t>(args...);
+  else if (cpu_support() & kAvx512)
+    avx512::gru_forward<float>(args...);
+  else
+    avx2::gru_forward<float>(args...);
+}
+
+template <typename K, typename... Args>
+void gru_backward_here(Args... args) {
+  if constexpr (!std::is_same<K, float>::value)
+    avx512::gru_backward<uint16_t>(args...);
+  else if (cpu_support() & kAvx512)
+    avx512::gru_backward<float>(args...);
+  else
+    avx2::gru_backward<float>(args...);
+}
+#endif
 
 template <typename K>
 class GruForwardOp : public OpKernel {
@@ -750,10 +604,9 @@ class GruForwardOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({s.steps, s.batch, 4 * int64_t{s.units}}), &gates));
     if (s.steps == 0 || s.batch == 0 || s.units == 0) return;
 #ifdef DS2_X86
-    using T = typename std::conditional<bf16, uint16_t, float>::type;
-    gru_forward<T>(ctx, s, x.flat<float>().data(), mask.flat<float>().data(), h0.flat<float>().data(),
-                   u.flat<K>().data(), bias.flat<float>().data(), states->flat<float>().data(),
-                   gates->flat<float>().data());
+    gru_forward_here<K>(ctx, s, x.flat<float>().data(), mask.flat<float>().data(), h0.flat<float>().data(),
+                        u.flat<K>().data(), bias.flat<float>().data(), states->flat<float>().data(),
+                        gates->flat<float>().data());
 #endif
   }
 };
@@ -789,11 +642,10 @@ class GruBackwardOp : public OpKernel {
       return;
     }
 #ifdef DS2_X86
-    using T = typename std::conditional<bf16, uint16_t, float>::type;
-    gru_backward<T>(ctx, s, d_out.flat<float>().data(), gates.flat<float>().data(), states.flat<float>().data(),
-                    mask.flat<float>().data(), h0.flat<float>().data(), u.flat<K>().data(),
-                    d_x->flat<float>().data(), d_a->flat<K>().data(), d_bias->flat<float>().data(),
-                    d_h0->flat<float>().data());
+    gru_backward_here<K>(ctx, s, d_out.flat<float>().data(), gates.flat<float>().data(),
+                         states.flat<float>().data(), mask.flat<float>().data(), h0.flat<float>().data(),
+                         u.flat<K>().data(), d_x->flat<float>().data(), d_a->flat<K>().data(),
+                         d_bias->flat<float>().data(), d_h0->flat<float>().data());
 #endif
   }
 };
@@ -864,8 +716,9 @@ kernel's dtype), of the recurrent bias, and of the initial state.
 REGISTER_OP("Ds2FusedCpuSupport")
     .Output("support: int32")
     .SetShapeFn(tensorflow::shape_inference::ScalarShape)
-    .Doc("Which kernels run on this CPU: bit 0 Ds2Gru's fp32 (AVX-512), bit 1 Ds2Gru's bf16 (AVX512-BF16), bit 2 "
-         "Ds2BnClippedRelu's (AVX2 and FMA).");
+    .Doc("Which kernels run on this CPU: bit 0 Ds2Gru's fp32 (AVX-512, or AVX2 and FMA), bit 1 Ds2Gru's bf16 "
+         "(AVX512-BF16), bit 2 Ds2BnClippedRelu's and Ds2Gru's fp32 AVX2 loops (AVX2 and FMA), bit 3 Ds2Gru's fp32 "
+         "AVX-512 loops.");
 
 REGISTER_KERNEL_BUILDER(Name("Ds2GruForward").Device(DEVICE_CPU).TypeConstraint<float>("dtype"), GruForwardOp<float>);
 REGISTER_KERNEL_BUILDER(Name("Ds2GruForward").Device(DEVICE_CPU).TypeConstraint<tensorflow::bfloat16>("dtype"),

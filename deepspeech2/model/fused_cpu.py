@@ -1,11 +1,11 @@
 """The fused GRU and the front end's fused BN + clipped ReLU for training on CPU: the TensorFlow ops of
 `fused_cpu.cc`, which `make deps` builds into `_fused_cpu.so` beside this file.
 
-`BatchNormRNN` trains its GRU layers with them where they are built, load and run on this CPU (AVX-512 for fp32,
-AVX512-BF16 for bf16), on TensorFlow with no GPU visible; elsewhere with the time loop of `rnn.py`. `ConvFrontEnd`
-trains each conv's BN and clipped ReLU with them under the same conditions (AVX2 and FMA, either dtype); elsewhere
-with TF's ops. The library is loaded on first use, once; if it fails to load, the reason is logged once and the loop
-and TF's ops are used.
+`BatchNormRNN` trains its GRU layers with them where they are built, load and run on this CPU (for fp32 AVX-512, or
+AVX2 and FMA; AVX512-BF16 for bf16), on TensorFlow with no GPU visible; elsewhere with the time loop of `rnn.py`.
+`ConvFrontEnd` trains each conv's BN and clipped ReLU with them under the same conditions (AVX2 and FMA, either
+dtype); elsewhere with TF's ops. The library is loaded on first use, once; if it fails to load, the reason is logged
+once and the loop and TF's ops are used.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import logging
 from pathlib import Path
 
 LIBRARY = Path(__file__).with_name("_fused_cpu.so")
-# Ds2FusedCpuSupport's bits, by kernel: the GRU's for its recurrent kernel's dtype, the front end's BN + clipped ReLU
+# Ds2FusedCpuSupport's bits, by kernel: the GRU's for its recurrent kernel's dtype (fp32: its AVX-512 or its AVX2
+# loops), the front end's BN + clipped ReLU
 _BITS = {"float32": 1, "bfloat16": 2, "bn_clipped_relu": 4}
 
 log = logging.getLogger(__name__)

@@ -367,8 +367,8 @@ def fused_kernel_available(cell: str) -> bool:
 def cpu_kernel_available(cell: str, dtype: str) -> bool:
     """Whether `cell` trains with the fused CPU op here (`fused_cpu.py`): a GRU whose recurrent matmul runs in
     `dtype` ("float32" or "bfloat16"), on TensorFlow with no GPU visible, where `make deps` built the op library and
-    this CPU runs its kernel (AVX-512; AVX512-BF16 for bf16), outside XLA (`--jit_compile`: XLA can't compile a
-    custom op). DS2_RNN_LOOP=1 keeps the loop."""
+    this CPU runs its kernel (AVX-512, or AVX2 and FMA; AVX512-BF16 for bf16), outside XLA (`--jit_compile`: XLA
+    can't compile a custom op). DS2_RNN_LOOP=1 keeps the loop."""
     import os
 
     from deepspeech2.model import fused_cpu
